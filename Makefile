@@ -1,0 +1,23 @@
+# The one command that runs every check: make test
+# (.ci/run calls exactly this.)
+
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+MODULES     := . bench
+GOFLAGS_TEST ?= -race -count=1 -timeout=8m
+
+.PHONY: test vet staticcheck gotest lab bench
+
+test: vet staticcheck gotest
+
+vet:
+	@for m in $(MODULES); do echo "== go vet ($$m)"; (cd $$m && go vet ./...) || exit 1; done
+
+staticcheck:
+	@for m in $(MODULES); do echo "== staticcheck ($$m)"; (cd $$m && go run $(STATICCHECK) ./...) || exit 1; done
+
+gotest:
+	@for m in $(MODULES); do echo "== go test ($$m)"; (cd $$m && go test $(GOFLAGS_TEST) ./...) || exit 1; done
+
+# Comparison benchmarks, side by side in one run (see docs/benchmarks.md).
+bench:
+	cd bench && go test -run '^$$' -bench . -benchmem -count 5 ./...

@@ -1,0 +1,115 @@
+package sluice
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// All returns a Limiter that admits only when every one of ls admits, in
+// order. When a later limiter rejects (or the context ends while waiting for
+// it), the permits the earlier ones granted are cancelled, so a per-key rate
+// limit does not lose tokens because a global concurrency limit said no.
+//
+// Put the cheap, non-waiting limiters first: a rate limit before a
+// concurrency limit with a queue means a caller that would be rate limited
+// never takes a queue slot.
+//
+// Releasing the returned permit releases the parts in reverse order with the
+// same outcome and latency.
+func All(ls ...Limiter) Limiter {
+	return &all{ls: append([]Limiter(nil), ls...)}
+}
+
+type all struct {
+	ls       []Limiter
+	inFlight atomic.Int64
+	admitted atomic.Uint64
+	rejected [NumReasons]atomic.Uint64
+}
+
+// multi holds the parts' permits; small compositions fit in the inline array
+// so that an admission costs one allocation.
+type multi struct {
+	a     *all
+	n     int
+	small [4]Permit
+	more  []Permit
+}
+
+func (m *multi) parts() []Permit {
+	if m.more != nil {
+		return m.more
+	}
+	return m.small[:m.n]
+}
+
+func (a *all) newMulti() *multi {
+	m := &multi{a: a}
+	if len(a.ls) > len(m.small) {
+		m.more = make([]Permit, 0, len(a.ls))
+	}
+	return m
+}
+
+func (m *multi) add(p Permit) {
+	if m.more != nil {
+		m.more = append(m.more, p)
+		return
+	}
+	m.small[m.n] = p
+	m.n++
+}
+
+func (m *multi) Release(_ uint64, o Outcome, latency time.Duration) {
+	ps := m.parts()
+	for i := len(ps) - 1; i >= 0; i-- {
+		ps[i].Release(o, latency)
+	}
+	m.a.inFlight.Add(-1)
+}
+
+func (a *all) Acquire(ctx context.Context) (Permit, error) {
+	return a.acquire(func(l Limiter) (Permit, error) { return l.Acquire(ctx) })
+}
+
+func (a *all) TryAcquire() (Permit, error) {
+	return a.acquire(Limiter.TryAcquire)
+}
+
+func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
+	m := a.newMulti()
+	for _, l := range a.ls {
+		p, err := get(l)
+		if err != nil {
+			ps := m.parts()
+			for i := len(ps) - 1; i >= 0; i-- {
+				ps[i].Cancel()
+			}
+			if r := ReasonOf(err); r != ReasonUnknown {
+				a.rejected[r].Add(1) // a cancelled wait is not a rejection
+			}
+			return Permit{}, err
+		}
+		m.add(p)
+	}
+	a.admitted.Add(1)
+	a.inFlight.Add(1)
+	return NewPermit(m, 0), nil
+}
+
+// Stats reports the composition's own counters: admissions of the whole,
+// rejections by the reason the rejecting part gave (a cancelled wait is not
+// counted), permits of the whole in flight, and callers queued in any
+// part. Limit is 0: the parts' limits are in different units; read them from
+// the parts.
+func (a *all) Stats() Stats {
+	s := Stats{InFlight: int(a.inFlight.Load()), Admitted: a.admitted.Load()}
+	for i := range a.rejected {
+		s.Rejected[i] = a.rejected[i].Load()
+	}
+	for _, l := range a.ls {
+		s.Queued += l.Stats().Queued
+	}
+	return s
+}

@@ -1,0 +1,13 @@
+module github.com/sluicehq/sluice/bench
+
+go 1.26.0
+
+replace github.com/sluicehq/sluice => ../
+
+require github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
+
+require (
+	github.com/sethvargo/go-limiter v0.7.1 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)

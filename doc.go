@@ -1,0 +1,23 @@
+// Package sluice keeps a service at its capacity and fails the excess fast.
+//
+// This package holds the contract that every limiter in the module satisfies,
+// so that limiters compose and so that the HTTP middleware, the client, the
+// simulator and the metrics never care which limiter they hold:
+//
+//   - Acquire(ctx) waits (within limits) for admission and returns a [Permit],
+//     or a *[RejectError] carrying a [Reason] and a retry-after hint, or the
+//     context's error when the caller gave up. TryAcquire never waits.
+//   - A Permit is released exactly once, with an [Outcome] (Success, Dropped,
+//     Ignore) and the latency the work took; adaptive limits learn from both.
+//     Cancel gives back what was granted when the work never ran.
+//   - Stats reports limit, in flight, queued, admitted and rejected by reason
+//     from atomic counters, cheaply enough to scrape often.
+//
+// The limiters live in sub-packages: rate (token bucket, byte shaping),
+// concurrency (in-flight limit with FIFO, LIFO, CoDel and adaptive LIFO
+// queues), adaptive (AIMD, Vegas, Gradient2), keyed (per-key limits with
+// bounded memory). [All] admits across several limiters all-or-nothing.
+//
+// Each decision also has an explicit-time form (...At(now)) so the simulator
+// in package sim can run the same code in virtual time.
+package sluice
