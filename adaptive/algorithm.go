@@ -1,0 +1,33 @@
+package adaptive
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Sample is what one finished request tells a limit algorithm.
+type Sample struct {
+	// Latency is how long the work took.
+	Latency time.Duration
+	// InFlight is the number of requests in flight when this one started,
+	// itself included. Algorithms use it to tell a limit that was reached
+	// from one that was not (no growth while the limit is not the constraint).
+	InFlight int
+	// Outcome is sluice.Success or sluice.Dropped; limiters never pass
+	// Ignore or Canceled to an algorithm.
+	Outcome sluice.Outcome
+}
+
+// Algorithm computes a concurrency limit from samples. Implementations are
+// pure state machines: they read no clock (now is an argument) and start no
+// goroutine, so the simulator can run them in virtual time.
+//
+// Implementations are not safe for concurrent use; the limiter that owns one
+// serializes its calls.
+type Algorithm interface {
+	// Observe feeds one sample taken at time now and returns the new limit.
+	Observe(now time.Time, s Sample) int
+	// Limit returns the current limit.
+	Limit() int
+}
