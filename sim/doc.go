@@ -1,0 +1,32 @@
+// Package sim is a discrete-event simulator in virtual time: it runs
+// sluice's own decision code (the explicit-time forms of the concurrency,
+// adaptive and rate packages) in front of a modeled origin, and reports what
+// clients would have seen.
+//
+// A Scenario describes three things:
+//
+//   - an Origin: N workers, a service-time distribution (constant,
+//     exponential, lognormal, bimodal), a FIFO queue of bounded length, and
+//     Changes at given times (a slowdown, workers lost);
+//   - a Load: open-loop arrivals (constant or Poisson; steps, ramps, bursts),
+//     a client deadline, a cap on outstanding requests, retries under a
+//     budget;
+//   - Policies to compare: none, a static concurrency limit with a FIFO, LIFO,
+//     CoDel or adaptive-LIFO queue, an adaptive limit (AIMD, Vegas,
+//     Gradient2), a token bucket (rejecting, or waiting up to a deadline), or
+//     seed 000's ticker.
+//
+// Run simulates each policy against a fresh origin and the same arrivals and
+// returns, per policy, a Summary and a time series: goodput (successes within
+// the client deadline per second, the headline), throughput, rejects by
+// reason, latency percentiles from HdrHistogram, and the limit and in-flight
+// count over time. The same scenario and seed give the same result.
+//
+// The model follows seed 003's setup, client → limiter → origin. The limiter
+// admits, queues or rejects each request; an admitted request goes to the
+// origin, which serves it or queues it or refuses it. A client that reaches
+// its deadline gives up, but the origin still does the work (it cannot know),
+// and the limiter's permit is released only when the origin answers: with
+// Success if the client still waited, Dropped if it had gone or the origin
+// refused. That Dropped is the overload signal adaptive limits learn from.
+package sim

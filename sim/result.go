@@ -1,0 +1,110 @@
+package sim
+
+import (
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Result is what Run returns: one PolicyResult per policy, in the
+// scenario's order.
+type Result struct {
+	Scenario string         `json:"scenario"`
+	Seed     uint64         `json:"seed"`
+	Policies []PolicyResult `json:"policies"`
+}
+
+// PolicyResult is one policy's run: a summary over the measured window
+// (after Warmup) and a time series with one Point per Interval.
+type PolicyResult struct {
+	Name    string  `json:"name"`
+	Summary Summary `json:"summary"`
+	Series  []Point `json:"series"`
+
+	// Simulated is the number of requests the run simulated (all attempts,
+	// warm-up included), for throughput figures of the simulator itself.
+	Simulated int64 `json:"simulated"`
+
+	latency *hdrhistogram.Histogram // successes, µs, measured window
+	wait    *hdrhistogram.Histogram // admission wait of admitted requests, µs
+}
+
+// Summary is a policy's figures over the measured window: requests first
+// sent at or after Warmup, rates over Duration − Warmup.
+type Summary struct {
+	// Sent counts attempts sent to the policy, retries included.
+	Sent int64 `json:"sent"`
+	// Unsent counts requests not sent because every client worker was busy.
+	Unsent int64 `json:"unsent"`
+	// Successes counts responses within the client's deadline.
+	Successes int64 `json:"successes"`
+	// Goodput is successes per second: the headline.
+	Goodput float64 `json:"goodput"`
+	// Throughput is origin completions per second, wasted work included.
+	Throughput float64 `json:"throughput"`
+	// Capacity is the origin's capacity (workers / mean service time)
+	// averaged over the window: goodput cannot exceed it.
+	Capacity float64 `json:"capacity"`
+	// Rejects counts the policy's rejections by reason (sluice.Reason's
+	// labels: "limit", "queue_full", "shed", "rate", "deadline", ...).
+	Rejects map[string]int64 `json:"rejects"`
+	// Refused counts requests the origin refused (its queue was full).
+	Refused int64 `json:"refused"`
+	// OriginTimeouts counts requests the origin answered with its timeout.
+	OriginTimeouts int64 `json:"origin_timeouts"`
+	// Timeouts counts requests the client gave up on at its deadline.
+	Timeouts int64 `json:"timeouts"`
+	// Retries counts retry attempts (also counted in Sent).
+	Retries int64 `json:"retries"`
+	// Wasted counts origin completions whose client had already gone.
+	Wasted int64 `json:"wasted"`
+	// Latency is the distribution of successful responses' latency, from
+	// the intended send time.
+	Latency Percentiles `json:"latency"`
+	// RejectLatency is how long rejected requests took to be told no.
+	RejectLatency Percentiles `json:"reject_latency"`
+	// Wait is the admission wait of admitted requests (time in the
+	// policy's queue).
+	Wait Percentiles `json:"wait"`
+}
+
+// Percentiles of a latency distribution. Zero when there were no samples.
+type Percentiles struct {
+	Count int64         `json:"count"`
+	P50   time.Duration `json:"p50"`
+	P90   time.Duration `json:"p90"`
+	P99   time.Duration `json:"p99"`
+	P999  time.Duration `json:"p999"`
+	Max   time.Duration `json:"max"`
+}
+
+// Point is one interval of a policy's time series; rates are per second
+// over the interval ending at T, gauges are sampled at T.
+type Point struct {
+	T          time.Duration `json:"t"`
+	Offered    float64       `json:"offered"`    // attempts sent per second
+	Goodput    float64       `json:"goodput"`    // successes within deadline per second
+	Throughput float64       `json:"throughput"` // origin completions per second
+	Rejects    float64       `json:"rejects"`    // policy rejections + origin refusals per second
+	Timeouts   float64       `json:"timeouts"`   // client give-ups per second
+	Capacity   float64       `json:"capacity"`   // origin capacity at T
+	P50        time.Duration `json:"p50"`        // successes' latency in the interval
+	P99        time.Duration `json:"p99"`
+	Limit      float64       `json:"limit"`        // the policy's limit at T (0: none)
+	InFlight   int           `json:"in_flight"`    // admitted, not yet released, at T
+	Queued     int           `json:"queued"`       // waiting in the policy at T
+	OriginBusy int           `json:"origin_busy"`  // origin workers busy at T
+	OriginQ    int           `json:"origin_queue"` // origin queue length at T
+}
+
+// SucceededWithin returns how many successful responses in the measured
+// window took at most d (with HdrHistogram's 3-digit precision).
+func (r *PolicyResult) SucceededWithin(d time.Duration) int64 {
+	return countBelow(r.latency, d)
+}
+
+// AdmittedWithin returns how many requests in the measured window were
+// admitted after waiting at most d in the policy's queue.
+func (r *PolicyResult) AdmittedWithin(d time.Duration) int64 {
+	return countBelow(r.wait, d)
+}

@@ -1,0 +1,269 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ErrInvalid is matched (errors.Is) by every scenario validation error.
+var ErrInvalid = errors.New("sim: invalid scenario")
+
+// FieldError says which scenario field is wrong and why. Field is the path
+// as written in a scenario file, e.g. "origin.workers" or
+// "policies[1].discipline".
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return "sim: " + e.Field + ": " + e.Problem }
+
+// Unwrap makes a FieldError match ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+func bad(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the scenario and returns the first problem found, as a
+// *FieldError naming the field. Run calls it.
+func (s *Scenario) Validate() error {
+	if s.Duration <= 0 {
+		return bad("duration", "must be > 0, got %v", s.Duration)
+	}
+	if s.Interval < 0 {
+		return bad("interval", "must be >= 0 (0: 1s), got %v", s.Interval)
+	}
+	if s.Interval > s.Duration {
+		return bad("interval", "must be <= duration (%v), got %v", s.Duration, s.Interval)
+	}
+	if s.Warmup < 0 || s.Warmup >= s.Duration {
+		return bad("warmup", "must be in [0, duration), got %v", s.Warmup)
+	}
+	if err := s.Origin.validate(); err != nil {
+		return err
+	}
+	if err := s.Load.validate(); err != nil {
+		return err
+	}
+	if len(s.Policies) == 0 {
+		return bad("policies", "at least one policy is required")
+	}
+	for i := range s.Policies {
+		if err := s.Policies[i].validate(fmt.Sprintf("policies[%d]", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *Origin) validate() error {
+	if o.Workers <= 0 {
+		return bad("origin.workers", "must be > 0, got %d", o.Workers)
+	}
+	if o.Queue < Unbounded {
+		return bad("origin.queue", "must be >= 0, or -1 for unbounded, got %d", o.Queue)
+	}
+	if o.Timeout < 0 {
+		return bad("origin.timeout", "must be >= 0, got %v", o.Timeout)
+	}
+	if err := o.Service.validate("origin.service"); err != nil {
+		return err
+	}
+	var last time.Duration
+	for i, c := range o.Changes {
+		f := fmt.Sprintf("origin.changes[%d]", i)
+		if c.At < last {
+			return bad(f+".at", "changes must be in time order, got %v after %v", c.At, last)
+		}
+		last = c.At
+		if c.Workers < 0 {
+			return bad(f+".workers", "must be >= 0 (0: unchanged), got %d", c.Workers)
+		}
+		if c.Service.Kind != "" {
+			if err := c.Service.validate(f + ".service"); err != nil {
+				return err
+			}
+		} else if c.Service != (Dist{}) {
+			return bad(f+".service.kind", "is required when the service changes")
+		}
+		if c.Workers == 0 && c.Service.Kind == "" {
+			return bad(f, "changes nothing: set workers or service")
+		}
+	}
+	return nil
+}
+
+func (d *Dist) validate(f string) error {
+	switch d.Kind {
+	case Constant, Exponential, Lognormal, Bimodal:
+	case "":
+		return bad(f+".kind", "is required (constant, exponential, lognormal, bimodal)")
+	default:
+		return bad(f+".kind", "unknown distribution %q (constant, exponential, lognormal, bimodal)", d.Kind)
+	}
+	if d.Mean <= 0 {
+		return bad(f+".mean", "must be > 0, got %v", d.Mean)
+	}
+	if d.Sigma < 0 || math.IsNaN(d.Sigma) || d.Sigma > 10 {
+		return bad(f+".sigma", "must be in [0, 10] (0: 1), got %v", d.Sigma)
+	}
+	if d.Sigma != 0 && d.Kind != Lognormal {
+		return bad(f+".sigma", "applies only to lognormal")
+	}
+	if d.Kind == Bimodal {
+		if d.Tail <= 0 {
+			return bad(f+".tail", "must be > 0 for bimodal, got %v", d.Tail)
+		}
+		if !(d.TailFraction >= 0 && d.TailFraction <= 1) {
+			return bad(f+".tail_fraction", "must be in [0, 1], got %v", d.TailFraction)
+		}
+	} else if d.Tail != 0 || d.TailFraction != 0 {
+		return bad(f+".tail", "applies only to bimodal")
+	}
+	return nil
+}
+
+// maxRate keeps a typo from asking for a run that never ends.
+const maxRate = 1e8
+
+func validRate(r float64) bool { return r >= 0 && r <= maxRate && !math.IsNaN(r) }
+
+func (l *Load) validate() error {
+	switch l.Arrivals {
+	case "", ConstantArrivals, PoissonArrivals:
+	default:
+		return bad("load.arrivals", "unknown arrival process %q (constant, poisson)", l.Arrivals)
+	}
+	if !validRate(l.Rate) {
+		return bad("load.rate", "must be in [0, %g] requests per second, got %v", float64(maxRate), l.Rate)
+	}
+	var last time.Duration
+	for i, st := range l.Steps {
+		f := fmt.Sprintf("load.steps[%d]", i)
+		if st.At <= last {
+			return bad(f+".at", "steps must be after 0 and in increasing time order, got %v", st.At)
+		}
+		last = st.At
+		if !validRate(st.Rate) {
+			return bad(f+".rate", "must be in [0, %g] requests per second, got %v", float64(maxRate), st.Rate)
+		}
+	}
+	if l.Ramp && len(l.Steps) == 0 {
+		return bad("load.ramp", "needs at least one step to ramp to")
+	}
+	b := l.Bursts
+	if b.Size < 0 || b.Size > maxRate {
+		return bad("load.bursts.size", "must be in [0, %g], got %d", float64(maxRate), b.Size)
+	}
+	if b.Size > 0 {
+		if b.Count <= 0 {
+			return bad("load.bursts.count", "must be > 0 with bursts, got %d", b.Count)
+		}
+		if b.Count > 1 && b.Every <= 0 {
+			return bad("load.bursts.every", "must be > 0 with more than one burst, got %v", b.Every)
+		}
+		if b.At < 0 {
+			return bad("load.bursts.at", "must be >= 0, got %v", b.At)
+		}
+	} else if b != (Bursts{}) {
+		return bad("load.bursts.size", "must be > 0 when bursts are configured")
+	}
+	if l.Rate == 0 && b.Size == 0 && len(l.Steps) == 0 {
+		return bad("load.rate", "no load: set rate, steps or bursts")
+	}
+	if l.Timeout < 0 {
+		return bad("load.timeout", "must be >= 0 (0: no deadline), got %v", l.Timeout)
+	}
+	if l.ClientWorkers < 0 {
+		return bad("load.client_workers", "must be >= 0 (0: no cap), got %d", l.ClientWorkers)
+	}
+	r := l.Retries
+	if r.Max < 0 || r.Max > 100 {
+		return bad("load.retries.max", "must be in [0, 100], got %d", r.Max)
+	}
+	if r.Budget < 0 || math.IsNaN(r.Budget) || r.Budget > 100 {
+		return bad("load.retries.budget", "must be in [0, 100] retries per request, got %v", r.Budget)
+	}
+	if r.Backoff < 0 {
+		return bad("load.retries.backoff", "must be >= 0, got %v", r.Backoff)
+	}
+	return nil
+}
+
+func (p *Policy) validate(f string) error {
+	queueing := false
+	switch p.Kind {
+	case None:
+	case Concurrency:
+		if p.Limit <= 0 {
+			return bad(f+".limit", "must be > 0 for a concurrency policy, got %d", p.Limit)
+		}
+		queueing = true
+	case Adaptive:
+		switch p.Algorithm {
+		case "", AIMD, Vegas, Gradient2:
+		default:
+			return bad(f+".algorithm", "unknown algorithm %q (aimd, vegas, gradient2)", p.Algorithm)
+		}
+		if p.Limit < 0 || p.MinLimit < 0 || p.MaxLimit < 0 {
+			return bad(f+".limit", "limits must be >= 0 (0: the algorithm's default)")
+		}
+		if p.MaxLimit > 0 && p.MinLimit > p.MaxLimit {
+			return bad(f+".min_limit", "must be <= max_limit (%d), got %d", p.MaxLimit, p.MinLimit)
+		}
+		if p.Backoff != 0 && !(p.Backoff > 0 && p.Backoff < 1) {
+			return bad(f+".backoff", "must be in (0, 1), got %v", p.Backoff)
+		}
+		queueing = true
+	case TokenBucket, Ticker:
+		if !(p.Rate > 0 && p.Rate <= maxRate) {
+			return bad(f+".rate", "must be in (0, %g] per second, got %v", float64(maxRate), p.Rate)
+		}
+		if p.Burst < 0 {
+			return bad(f+".burst", "must be >= 0 (0: 1), got %d", p.Burst)
+		}
+	case "":
+		return bad(f+".kind", "is required (none, concurrency, adaptive, token-bucket, ticker)")
+	default:
+		return bad(f+".kind", "unknown policy %q (none, concurrency, adaptive, token-bucket, ticker)", p.Kind)
+	}
+	if p.Kind != Adaptive && (p.Algorithm != "" || p.MinLimit != 0 || p.MaxLimit != 0 || p.Backoff != 0) {
+		return bad(f+".algorithm", "algorithm, min_limit, max_limit and backoff apply only to adaptive")
+	}
+	if p.Kind != Concurrency && p.Kind != Adaptive && p.Limit != 0 {
+		return bad(f+".limit", "applies only to concurrency and adaptive")
+	}
+	if p.Kind != TokenBucket && p.Kind != Ticker && (p.Rate != 0 || p.Burst != 0) {
+		return bad(f+".rate", "rate and burst apply only to token-bucket and ticker")
+	}
+	if p.Queue < Unbounded {
+		return bad(f+".queue", "must be >= 0, or -1 for unbounded, got %d", p.Queue)
+	}
+	if p.MaxWait < 0 {
+		return bad(f+".max_wait", "must be >= 0, got %v", p.MaxWait)
+	}
+	if p.Kind == None && (p.Queue != 0 || p.MaxWait != 0) {
+		return bad(f+".queue", "queue and max_wait do not apply to none")
+	}
+	if p.Kind == TokenBucket && p.Queue != 0 {
+		return bad(f+".queue", "does not apply to token-bucket (set max_wait to wait for a token)")
+	}
+	switch p.Discipline {
+	case "", FIFO, LIFO, CoDel, AdaptiveLIFO:
+	default:
+		return bad(f+".discipline", "unknown discipline %q (fifo, lifo, codel, adaptive-lifo)", p.Discipline)
+	}
+	if !queueing && p.Discipline != "" {
+		return bad(f+".discipline", "applies only to concurrency and adaptive")
+	}
+	if p.CoDelTarget < 0 || p.CoDelInterval < 0 {
+		return bad(f+".codel_target", "codel_target and codel_interval must be >= 0")
+	}
+	if (p.CoDelTarget != 0 || p.CoDelInterval != 0) && p.Discipline != CoDel && p.Discipline != AdaptiveLIFO {
+		return bad(f+".codel_target", "applies only to the codel and adaptive-lifo disciplines")
+	}
+	return nil
+}
