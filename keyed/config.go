@@ -1,0 +1,77 @@
+package keyed
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultMaxKeys     = 1 << 16
+	DefaultIdleTimeout = time.Minute
+)
+
+// OverflowKey is the key Config.New is called with, once, to build the shared
+// overflow limiter. It contains a NUL byte so that it cannot collide with an
+// IP address, a header value or an API key by accident.
+const OverflowKey = "\x00sluice/keyed/overflow"
+
+// ErrInvalidConfig is matched (errors.Is) by every error New returns for a bad
+// Config; the message names the field.
+var ErrInvalidConfig = errors.New("keyed: invalid config")
+
+// Config configures a Map.
+type Config[L sluice.Limiter] struct {
+	// New builds the limiter of a key the first time the key is seen, and
+	// again if it is seen after it was evicted. Required.
+	//
+	// It is also called once by keyed.New with OverflowKey, to build the
+	// limiter that keys beyond MaxKeys share (see Map). Return a tighter
+	// limiter for that key if new clients arriving during a flood of keys
+	// should be squeezed harder.
+	//
+	// New is called with the key's shard locked, so that a key never gets
+	// two limiters: keep it cheap (an allocation) and do not call back into
+	// the Map from it. An error is returned, wrapped, from Get and Acquire.
+	New func(key string) (L, error)
+
+	// MaxKeys is the hard cap on live keys; the memory a Map holds is
+	// bounded by MaxKeys times the bytes per key (see the package doc).
+	// Default DefaultMaxKeys (65,536).
+	MaxKeys int
+
+	// IdleTimeout is how long a key must go unused before it may be
+	// evicted to make room for a new key. Default DefaultIdleTimeout
+	// (1 minute).
+	//
+	// For a token bucket, use at least Burst/Rate: a key evicted before its
+	// bucket refilled comes back with a full bucket, which is a free burst.
+	IdleTimeout time.Duration
+}
+
+func (c Config[L]) withDefaults() (Config[L], error) {
+	if c.New == nil {
+		return c, fmt.Errorf("%w: New is required", ErrInvalidConfig)
+	}
+	switch {
+	case c.MaxKeys < 0:
+		return c, fmt.Errorf("%w: MaxKeys is %d, want > 0 (or 0 for the default %d)", ErrInvalidConfig, c.MaxKeys, DefaultMaxKeys)
+	case c.MaxKeys == 0:
+		c.MaxKeys = DefaultMaxKeys
+	case c.MaxKeys > maxMaxKeys:
+		return c, fmt.Errorf("%w: MaxKeys is %d, want <= %d", ErrInvalidConfig, c.MaxKeys, maxMaxKeys)
+	}
+	switch {
+	case c.IdleTimeout < 0:
+		return c, fmt.Errorf("%w: IdleTimeout is %v, want > 0 (or 0 for the default %v)", ErrInvalidConfig, c.IdleTimeout, DefaultIdleTimeout)
+	case c.IdleTimeout == 0:
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	return c, nil
+}
+
+// maxMaxKeys keeps slot indexes within int32 in every shard.
+const maxMaxKeys = 1 << 30
