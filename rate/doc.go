@@ -1,0 +1,59 @@
+// Package rate limits how often events happen, with a token bucket, and
+// shapes the throughput of an io.Reader or io.Writer to a byte rate.
+//
+// # The model
+//
+// A Bucket holds at most Burst tokens and gains Rate tokens per second. An
+// event takes one token (or n, for weighted events: bytes, costs); when the
+// bucket has too few, the event is rejected or waits. Over any interval of
+// length t a bucket admits at most Rate·t + Burst tokens. A new bucket is
+// full. A Bucket is safe for concurrent use; Allow is lock-free, takes about
+// one clock read and one compare-and-swap, and does not allocate.
+//
+// The zero Bucket admits nothing until SetRate and SetBurst configure it;
+// use NewBucket.
+//
+// # Which method when
+//
+//   - Allow / AllowN: decide now, never wait (drop or 429 on false).
+//   - Wait / WaitN: wait for tokens, within ctx's deadline and
+//     Config.MaxWait. A request whose tokens would come too late fails at
+//     once, taking nothing: the failure costs microseconds, not the timeout.
+//   - Reserve: take tokens now, act after Reservation.Delay; Cancel gives
+//     them back if the work does not run.
+//   - Acquire / TryAcquire / Stats: the sluice.Limiter contract, so a Bucket
+//     composes with other limiters (sluice.All) and plugs into middleware.
+//   - NewReader / NewWriter: shape a stream to Rate bytes per second.
+//   - AllowAt, ReserveAt, TokensAt, SetRateAt, SetBurstAt: the same
+//     decisions at an explicit time, for simulators and tests.
+//
+// Limits change at run time with SetRate, SetBurst and SetMaxWait, safely
+// under concurrent use: the tokens in the bucket (and the debt of waiting
+// reservations) carry over and refill at the new rate from then on.
+//
+// # Edge cases
+//
+//	Rate 0             no refill: Burst tokens in total, then nothing.
+//	Rate Inf (or +Inf) everything is admitted; Burst is ignored.
+//	Burst 0            nothing is admitted (unless Rate is Inf).
+//	n > Burst          never admitted: rejected at once with
+//	                   sluice.ReasonTooLarge, even by Wait.
+//	n <= 0             admitted at once, takes nothing.
+//	time going back    an earlier time sees the bucket as it was then
+//	                   (fewer tokens): it can only reject more, never admit
+//	                   more. Nothing is clamped or reset.
+//	huge rates         time is kept in fixed point down to 2^-30 ns, so an
+//	                   interval below a nanosecond keeps 16 bits of
+//	                   precision up to ~1.6e13 tokens/s, and still ~0.1% at
+//	                   1e15/s; above ~1e18/s the bucket admits at most
+//	                   ~1.07e18 tokens per second.
+//	tiny rates         if refilling the whole bucket would take more than
+//	                   2^60 ns (36 years), the bucket does not refill at
+//	                   all (as with Rate 0). No arithmetic overflows: every
+//	                   sum saturates, so nothing jams open.
+//	far-away times     explicit times within ±292 years of the process
+//	                   start work; the internal time base moves as needed.
+//
+// Precision: the interval between tokens keeps at least 16 significant
+// bits, so the rate is exact to 2^-17 (8 ppm) for any rate up to ~1.6e13/s.
+package rate

@@ -1,0 +1,174 @@
+package rate
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clock"
+)
+
+// Reservation is tokens taken from a bucket ahead of time: the caller may
+// act after Delay. A failed reservation took nothing; its Delay is a
+// retry-after hint.
+//
+// Reservation is a small value; making one does not allocate. Cancel it at
+// most once: do not cancel two copies.
+type Reservation struct {
+	b      *Bucket
+	tokens int           // tokens taken, given back by Cancel
+	delay  time.Duration // ok: wait before acting; !ok: until the tokens would be there, -1 never
+	reason sluice.Reason // !ok: why
+}
+
+// Delay is how long to wait before acting on a successful reservation. For
+// a failed one it is how long until the tokens would be there, or -1 if
+// they never will (n > burst, or rate 0 and the bucket is empty).
+func (r Reservation) Delay() time.Duration { return r.delay }
+
+// Reason is why a reservation failed: sluice.ReasonTooLarge (n > burst) or
+// sluice.ReasonRate (the tokens come later than maxWait, or never).
+// It is sluice.ReasonUnknown for a successful reservation.
+func (r Reservation) Reason() sluice.Reason { return r.reason }
+
+// Tokens is the number of tokens the reservation holds; 0 under an
+// infinite rate, for n <= 0, after Cancel and for a failed reservation.
+func (r Reservation) Tokens() int { return r.tokens }
+
+// Cancel gives the reserved tokens back, whether or not the caller has
+// already waited: use it when the work will not run after all. The bucket
+// never holds more than its burst afterwards.
+func (r *Reservation) Cancel() {
+	if r.b != nil && r.tokens > 0 {
+		r.b.give(r.tokens)
+	}
+	r.tokens = 0
+}
+
+// Reserve takes n tokens now if they are there within maxWait, and reports
+// whether it did. On success the caller must wait r.Delay() before acting,
+// or Cancel.
+func (b *Bucket) Reserve(n int, maxWait time.Duration) (r Reservation, ok bool) {
+	return b.reserveNanos(clock.Nanos(), n, maxWait)
+}
+
+// ReserveAt is Reserve at time now. It is the form for code that runs in
+// virtual time, such as a simulator.
+func (b *Bucket) ReserveAt(now time.Time, n int, maxWait time.Duration) (r Reservation, ok bool) {
+	return b.reserveNanos(clock.FromTime(now), n, maxWait)
+}
+
+func (b *Bucket) reserveNanos(now int64, n int, maxWait time.Duration) (Reservation, bool) {
+	d, taken, ok := b.takeNanos(now, n, max(maxWait, 0))
+	if !ok {
+		reason := b.reasonFor(n)
+		b.c.Reject(reason)
+		return Reservation{delay: d, reason: reason}, false
+	}
+	b.c.Admit()
+	return Reservation{b: b, tokens: taken, delay: d}, true
+}
+
+// Wait is WaitN(ctx, 1).
+func (b *Bucket) Wait(ctx context.Context) error {
+	_, err := b.wait(ctx, 1)
+	return err
+}
+
+// WaitN waits until n tokens are taken. It fails at once, taking nothing,
+// when they cannot be there in time: with sluice.ReasonDeadline when they
+// would come after ctx's deadline, sluice.ReasonQueueTimeout when after
+// Config.MaxWait, sluice.ReasonTooLarge when n > burst, sluice.ReasonRate
+// when they never come (rate 0). The rejection's RetryAfter says when the
+// tokens would be there. If ctx is done while waiting, the tokens are given
+// back and ctx.Err() is returned.
+func (b *Bucket) WaitN(ctx context.Context, n int) error {
+	_, err := b.wait(ctx, n)
+	return err
+}
+
+func (b *Bucket) wait(ctx context.Context, n int) (taken int, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := clock.Nanos()
+	limit, why := time.Duration(math.MaxInt64), sluice.ReasonRate
+	if s, _ := b.load(); s.maxWait > 0 {
+		limit, why = s.maxWait, sluice.ReasonQueueTimeout
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The tokens must be there strictly before the deadline: at the
+		// deadline itself the context is already done.
+		if rem := time.Duration(satSub(clock.FromTime(dl), now)) - 1; rem < limit {
+			limit, why = max(rem, 0), sluice.ReasonDeadline
+		}
+	}
+	d, taken, ok := b.takeNanos(now, n, limit)
+	if !ok {
+		reason := why
+		if d < 0 {
+			reason = b.reasonFor(n)
+		}
+		b.c.Reject(reason)
+		return 0, sluice.Reject(reason, max(d, 0))
+	}
+	if d > 0 {
+		b.waiting.Add(1)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			b.waiting.Add(-1)
+			b.give(taken)
+			return 0, ctx.Err()
+		}
+		b.waiting.Add(-1)
+	}
+	b.c.Admit()
+	return taken, nil
+}
+
+// Acquire waits for one token (see WaitN). Cancelling the returned permit
+// gives the token back, so a composition such as sluice.All loses no tokens
+// when a later limiter rejects; releasing it otherwise does nothing.
+func (b *Bucket) Acquire(ctx context.Context) (sluice.Permit, error) {
+	taken, err := b.wait(ctx, 1)
+	if err != nil {
+		return sluice.Permit{}, err
+	}
+	return sluice.NewPermit((*releaser)(b), uint64(taken)), nil
+}
+
+// TryAcquire takes one token if there is one now. Otherwise it returns a
+// sluice.ReasonRate rejection whose RetryAfter is the time until a token is
+// there (0 if one never will).
+func (b *Bucket) TryAcquire() (sluice.Permit, error) {
+	d, taken, ok := b.takeNanos(clock.Nanos(), 1, 0)
+	if !ok {
+		reason := b.reasonFor(1)
+		b.c.Reject(reason)
+		return sluice.Permit{}, sluice.Reject(reason, max(d, 0))
+	}
+	b.c.Admit()
+	return sluice.NewPermit((*releaser)(b), uint64(taken)), nil
+}
+
+// Stats reports the rate as Limit, the callers waiting in Wait as Queued,
+// and the admissions and rejections of every method.
+func (b *Bucket) Stats() sluice.Stats {
+	s, _ := b.load()
+	st := sluice.Stats{Limit: s.rate, Queued: int(b.waiting.Load())}
+	b.c.Fill(&st)
+	return st
+}
+
+// releaser keeps Release out of Bucket's method set.
+type releaser Bucket
+
+func (r *releaser) Release(token uint64, o sluice.Outcome, _ time.Duration) {
+	if o == sluice.Canceled {
+		(*Bucket)(r).give(int(token))
+	}
+}
