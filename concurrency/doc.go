@@ -1,0 +1,32 @@
+// Package concurrency limits the work in flight: at most Limit permits are
+// held at once, and callers beyond it wait in a bounded queue or are
+// rejected at once.
+//
+// # The two layers
+//
+// [Core] is the decision state machine: limit, permits in flight, the queue
+// and its discipline, with time passed in as an argument. It holds no
+// goroutine and no lock; the simulator (package sim) runs it in virtual
+// time. [Limiter] is the waiting layer over a Core: a mutex held only while
+// deciding, one channel and timer per queued caller outside the lock, the
+// caller's context, and the real clock. Its uncontended path (a permit free,
+// nobody queued) is a single compare-and-swap that allocates nothing.
+//
+// # Queue disciplines
+//
+// FIFO serves the oldest waiter first; LIFO the newest (under overload the
+// newest is the most likely to meet its deadline). CoDel, after Facebook's
+// "Fail at Scale", bounds the wait instead of the order: if the queue has not
+// been empty within the last CoDelInterval (100 ms), a caller waits at most
+// CoDelTarget (5 ms), otherwise at most CoDelInterval. AdaptiveLIFO is CoDel
+// that serves FIFO while the queue drains and LIFO once a standing queue has
+// formed. Every discipline is bounded by MaxQueue and MaxWait, and rejects at
+// once a caller whose deadline is sooner than the wait it faces (see Core for
+// the estimator).
+//
+// # Adaptive limits
+//
+// With Config.Algorithm set (AIMD, Vegas, Gradient2 from package adaptive),
+// every permit released with Success or Dropped feeds the algorithm a sample
+// and its answer becomes the limit.
+package concurrency
