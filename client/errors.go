@@ -1,0 +1,7 @@
+package client
+
+import "errors"
+
+// ErrInvalidConfig is wrapped by every constructor's validation error; the
+// message names the field.
+var ErrInvalidConfig = errors.New("client: invalid configuration")

@@ -1,0 +1,263 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clock"
+)
+
+// RetryPolicy configures a Retrier. The zero value makes 3 attempts per
+// request, waits with full jitter from 100 ms doubling up to 10 s, and keeps
+// retries within a private RetryBudget's default 10% of requests.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts per request, the first
+	// included; 1 disables retries. Default 3, the SRE book's figure: more
+	// multiplies load exactly when the backend is least able to take it.
+	// At most 100.
+	MaxAttempts int
+	// BaseDelay bounds the wait before the first retry; the bound doubles
+	// with each retry. Default 100 ms.
+	BaseDelay time.Duration
+	// MaxDelay caps every wait, a server's Retry-After included: when a
+	// server asks for a longer wait than this, the request is not retried
+	// (retrying sooner than asked would only add load). Default 10 s.
+	// Must be >= BaseDelay.
+	MaxDelay time.Duration
+	// Budget caps retries across requests. Share one among the clients of a
+	// backend. Default: a private budget with the zero RetryBudgetConfig.
+	Budget *RetryBudget
+	// Random returns a uniform number in [0, 1) for the jitter. It must be
+	// safe for concurrent use. Default math/rand/v2.Float64.
+	Random func() float64
+}
+
+const maxAttempts = 100
+
+func (p *RetryPolicy) fill() error {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = 3
+	}
+	if p.BaseDelay == 0 {
+		p.BaseDelay = 100 * time.Millisecond
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = max(10*time.Second, p.BaseDelay)
+	}
+	if p.Random == nil {
+		p.Random = rand.Float64
+	}
+	switch {
+	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttempts:
+		return fmt.Errorf("%w: RetryPolicy.MaxAttempts must be in [1, %d], got %d", ErrInvalidConfig, maxAttempts, p.MaxAttempts)
+	case p.BaseDelay < 0:
+		return fmt.Errorf("%w: RetryPolicy.BaseDelay must not be negative, got %v", ErrInvalidConfig, p.BaseDelay)
+	case p.MaxDelay < p.BaseDelay:
+		return fmt.Errorf("%w: RetryPolicy.MaxDelay (%v) must be >= BaseDelay (%v)", ErrInvalidConfig, p.MaxDelay, p.BaseDelay)
+	}
+	if p.Budget == nil {
+		p.Budget, _ = NewRetryBudget(RetryBudgetConfig{}) // the defaults are valid
+	}
+	return nil
+}
+
+// Decision says whether a failed attempt is retried, and if not, why.
+type Decision uint8
+
+const (
+	Retry          Decision = iota // retry after the wait
+	NoAttemptsLeft                 // MaxAttempts reached
+	HintTooLong                    // the server asked to wait longer than MaxDelay
+	PastDeadline                   // the wait would outlast the context's deadline
+	NoBudget                       // the retry budget is spent
+)
+
+var decisionNames = [...]string{"retry", "no_attempts_left", "hint_too_long", "past_deadline", "no_budget"}
+
+func (d Decision) String() string {
+	if int(d) < len(decisionNames) {
+		return decisionNames[d]
+	}
+	return "decision(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Backoff returns the full-jitter wait before retry number retry (1 for the
+// first retry) for a uniform draw u in [0, 1): u·min(maxDelay,
+// base·2^(retry−1)), raised to the server's hint when the hint is longer.
+// ok is false when the hint is longer than maxDelay.
+func Backoff(base, maxDelay time.Duration, retry int, hint time.Duration, u float64) (wait time.Duration, ok bool) {
+	if hint > maxDelay {
+		return 0, false
+	}
+	ceil := maxDelay
+	if shift := retry - 1; shift < 62 && base <= maxDelay>>max(shift, 0) {
+		ceil = base << max(shift, 0)
+	}
+	wait = time.Duration(u * float64(ceil))
+	return min(max(wait, hint, 0), maxDelay), true
+}
+
+// RetryStats counts a Retrier's work since it was created.
+type RetryStats struct {
+	Requests     uint64 // requests started (Do calls, RoundTrips)
+	Retries      uint64 // attempts after the first
+	BudgetDenied uint64 // retries the budget refused
+}
+
+// Retrier retries failed work with capped exponential backoff and full
+// jitter, honouring a server's Retry-After and a retry budget. Safe for
+// concurrent use.
+type Retrier struct {
+	p RetryPolicy
+
+	requests, retries, denied atomic.Uint64
+}
+
+// NewRetrier returns a Retrier, or an error wrapping ErrInvalidConfig that
+// names the bad field.
+func NewRetrier(p RetryPolicy) (*Retrier, error) {
+	if err := p.fill(); err != nil {
+		return nil, err
+	}
+	return &Retrier{p: p}, nil
+}
+
+// Policy returns the policy with its defaults filled in.
+func (r *Retrier) Policy() RetryPolicy { return r.p }
+
+// Stats returns the counters.
+func (r *Retrier) Stats() RetryStats {
+	return RetryStats{Requests: r.requests.Load(), Retries: r.retries.Load(), BudgetDenied: r.denied.Load()}
+}
+
+// BeginAt counts a new request at time now, in the counters and the budget.
+// Do and Transport call it; the simulator calls it directly.
+func (r *Retrier) BeginAt(now time.Time) { r.beginAt(clock.FromTime(now)) }
+
+func (r *Retrier) beginAt(now int64) {
+	r.requests.Add(1)
+	r.p.Budget.requestAt(now)
+}
+
+// NextAt decides, at time now and after `attempts` failed attempts, whether
+// to retry and how long to wait first. hint is the server's Retry-After (0 if
+// none); deadline is the context's deadline (the zero Time if none). The
+// budget is charged only when the answer is Retry.
+func (r *Retrier) NextAt(now time.Time, attempts int, hint time.Duration, deadline time.Time) (time.Duration, Decision) {
+	dl := int64(0)
+	if !deadline.IsZero() {
+		dl = clock.FromTime(deadline)
+	}
+	return r.nextAt(clock.FromTime(now), attempts, hint, dl, !deadline.IsZero())
+}
+
+func (r *Retrier) nextAt(now int64, attempts int, hint time.Duration, deadline int64, hasDeadline bool) (time.Duration, Decision) {
+	if attempts >= r.p.MaxAttempts {
+		return 0, NoAttemptsLeft
+	}
+	wait, ok := Backoff(r.p.BaseDelay, r.p.MaxDelay, attempts, hint, r.p.Random())
+	if !ok {
+		return 0, HintTooLong
+	}
+	if hasDeadline && now+int64(wait) >= deadline {
+		return 0, PastDeadline // fail now rather than sleep into a certain timeout
+	}
+	if !r.p.Budget.tryRetryAt(now) {
+		r.denied.Add(1)
+		return 0, NoBudget
+	}
+	r.retries.Add(1)
+	return wait, Retry
+}
+
+func (r *Retrier) nextCtx(ctx context.Context, attempts int, hint time.Duration) (time.Duration, Decision) {
+	dl, ok := ctx.Deadline()
+	return r.nextAt(clock.Nanos(), attempts, hint, clock.FromTime(dl), ok)
+}
+
+// Do calls fn until it returns nil, an error not worth retrying, the policy
+// says stop, or ctx is done; it returns fn's last error. An error is retried
+// unless it is wrapped by Permanent, is ctx's own error, or is a sluice
+// rejection that cannot succeed on a retry (local throttling, an unreachable
+// deadline, a request too large, a closed limiter). A *sluice.RejectError's
+// RetryAfter is honoured as the server's hint.
+//
+// If ctx ends during a wait, Do returns an error matching both ctx.Err() and
+// fn's last error.
+func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
+	r.beginAt(clock.Nanos())
+	for attempts := 1; ; attempts++ {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if !retryable(ctx, err) {
+			return unwrapPermanent(err)
+		}
+		hint, _ := sluice.RetryAfter(err)
+		wait, d := r.nextCtx(ctx, attempts, hint)
+		if d != Retry {
+			return err
+		}
+		if cerr := sleep(ctx, wait); cerr != nil {
+			return fmt.Errorf("%w (last attempt: %w)", cerr, err)
+		}
+	}
+}
+
+// sleep waits d or until ctx is done, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func retryable(ctx context.Context, err error) bool {
+	var pe *permanentError
+	if errors.As(err, &pe) {
+		return false
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return false
+	}
+	switch sluice.ReasonOf(err) {
+	case sluice.ReasonThrottled, sluice.ReasonDeadline, sluice.ReasonTooLarge, sluice.ReasonClosed:
+		return false
+	}
+	return true
+}
+
+// Permanent marks err as not worth retrying: Do returns err at once.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return p.err.Error() }
+func (p *permanentError) Unwrap() error { return p.err }
+
+func unwrapPermanent(err error) error {
+	if pe, ok := err.(*permanentError); ok {
+		return pe.err
+	}
+	return err
+}

@@ -1,0 +1,250 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clock"
+)
+
+// TransportConfig configures a Transport.
+type TransportConfig struct {
+	// Base sends the requests. Default http.DefaultTransport.
+	Base http.RoundTripper
+	// Limiter admits every attempt, retries included, before it is sent: a
+	// concurrency limit, a Throttler, or sluice.All of several. Its
+	// rejection is returned as the RoundTrip error (match it with
+	// errors.Is(err, sluice.ErrRejected)). Default: none.
+	Limiter sluice.Limiter
+	// Retry governs retries; see RetryPolicy for its defaults. Set
+	// MaxAttempts to 1 to disable them.
+	Retry RetryPolicy
+}
+
+// TransportStats counts a Transport's work since it was created.
+type TransportStats struct {
+	RetryStats
+	// Rejected counts attempts the Limiter rejected locally (for a
+	// Throttler, the locally throttled requests).
+	Rejected uint64
+}
+
+// Transport is an http.RoundTripper that admits outgoing requests through a
+// sluice.Limiter and retries the ones the server turned away.
+//
+// A response is retried when it is 429 or 503 and the request body can be
+// sent again (no body, or GetBody set): the server says it did not do the
+// work. A transport error (connection refused or reset, a timeout) is
+// retried only for idempotent requests as net/http defines them (GET, HEAD,
+// OPTIONS, TRACE, PUT, DELETE, or an Idempotency-Key header), since the work
+// may have been done. Retries follow the RetryPolicy: full-jitter backoff,
+// the server's Retry-After when longer, a budget across requests, no wait
+// that would outlast the request's context deadline. When the policy says
+// stop, the last response is returned as it is.
+//
+// The Limiter's permit is held until the response body is closed or read to
+// the end, and released as Dropped for a 429, a 5xx or a transport error
+// (the overload signals), as Ignore when the request's context ended, and
+// as Success otherwise; the latency is the time to the response headers.
+//
+// Safe for concurrent use.
+type Transport struct {
+	base    http.RoundTripper
+	limiter sluice.Limiter
+	retrier *Retrier
+
+	rejected atomic.Uint64
+}
+
+// NewTransport returns a Transport, or an error wrapping ErrInvalidConfig that
+// names the bad field.
+func NewTransport(cfg TransportConfig) (*Transport, error) {
+	r, err := NewRetrier(cfg.Retry)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Base == nil {
+		cfg.Base = http.DefaultTransport
+	}
+	return &Transport{base: cfg.Base, limiter: cfg.Limiter, retrier: r}, nil
+}
+
+// Stats returns the counters.
+func (t *Transport) Stats() TransportStats {
+	return TransportStats{RetryStats: t.retrier.Stats(), Rejected: t.rejected.Load()}
+}
+
+// CloseIdleConnections closes the base transport's idle connections, if it
+// has a CloseIdleConnections method; http.Client.CloseIdleConnections calls it.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	t.retrier.beginAt(clock.Nanos())
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	attemptReq := req
+	for attempts := 1; ; attempts++ {
+		if attempts > 1 {
+			var err error
+			if attemptReq, err = rewind(req); err != nil {
+				return nil, err
+			}
+		}
+		permit := sluice.Permit{}
+		if t.limiter != nil {
+			var err error
+			if permit, err = t.limiter.Acquire(ctx); err != nil {
+				if sluice.ReasonOf(err) != sluice.ReasonUnknown {
+					t.rejected.Add(1)
+				}
+				closeBody(attemptReq) // a RoundTripper must close the body even on error
+				return nil, err
+			}
+		}
+		start := clock.Nanos()
+		resp, err := t.base.RoundTrip(attemptReq)
+		latency := time.Duration(clock.Nanos() - start)
+		outcome := outcomeOf(ctx, resp, err)
+
+		if replayable && t.shouldRetry(req, resp, err) {
+			hint := time.Duration(0)
+			if resp != nil {
+				hint, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			}
+			if wait, d := t.retrier.nextCtx(ctx, attempts, hint); d == Retry {
+				if resp != nil {
+					drain(resp.Body)
+				}
+				permit.Release(outcome, latency)
+				if cerr := sleep(ctx, wait); cerr != nil {
+					return nil, cerr
+				}
+				continue
+			}
+		}
+		if err != nil {
+			permit.Release(outcome, latency)
+			return nil, err
+		}
+		return releaseOnClose(ctx, resp, permit, outcome, latency), nil
+	}
+}
+
+func (t *Transport) shouldRetry(req *http.Request, resp *http.Response, err error) bool {
+	if err != nil {
+		return req.Context().Err() == nil && idempotent(req)
+	}
+	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+}
+
+func outcomeOf(ctx context.Context, resp *http.Response, err error) sluice.Outcome {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return sluice.Ignore // the caller left: the failure says nothing about the server
+	case err != nil:
+		return sluice.Dropped
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return sluice.Dropped
+	}
+	return sluice.Success
+}
+
+// idempotent follows net/http's rule for replaying a request on a new
+// connection.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	_, a := req.Header["Idempotency-Key"]
+	_, b := req.Header["X-Idempotency-Key"]
+	return a || b
+}
+
+// rewind returns a copy of req with a fresh body for another attempt.
+func rewind(req *http.Request) (*http.Request, error) {
+	r := req.Clone(req.Context())
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = body
+	}
+	return r, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// drain reads a little of a body we discard so that its connection can be
+// reused, then closes it. A long body is cheaper to drop with its connection.
+func drain(body io.ReadCloser) {
+	io.CopyN(io.Discard, body, 4<<10)
+	body.Close()
+}
+
+// releaseOnClose returns resp with its body wrapped so that the permit is
+// released when the body is closed or read to its end: the exchange holds
+// its concurrency slot until then.
+func releaseOnClose(ctx context.Context, resp *http.Response, p sluice.Permit, o sluice.Outcome, latency time.Duration) *http.Response {
+	if !p.Held() {
+		return resp
+	}
+	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
+		p.Release(o, latency) // nothing to wait for, or a body we must not wrap (an upgraded connection is an io.ReadWriteCloser)
+		return resp
+	}
+	resp.Body = &permitBody{ReadCloser: resp.Body, ctx: ctx, p: p, o: o, latency: latency}
+	return resp
+}
+
+type permitBody struct {
+	io.ReadCloser
+	ctx      context.Context
+	p        sluice.Permit
+	o        sluice.Outcome
+	latency  time.Duration
+	released atomic.Bool // Read and Close may race: net/http allows Close to abort a Read
+}
+
+func (b *permitBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		o := b.o
+		switch {
+		case errors.Is(err, io.EOF):
+		case b.ctx.Err() != nil:
+			o = sluice.Ignore // the caller left
+		default:
+			o = sluice.Dropped // the body broke off: a reset or a timeout
+		}
+		b.release(o)
+	}
+	return n, err
+}
+
+func (b *permitBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release(b.o)
+	return err
+}
+
+func (b *permitBody) release(o sluice.Outcome) {
+	if b.released.CompareAndSwap(false, true) {
+		b.p.Release(o, b.latency)
+	}
+}
