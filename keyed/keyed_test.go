@@ -307,3 +307,21 @@ func heapAfterGC() int64 {
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
 }
+
+// The cap counts keys over all shards: a Map sized for exactly the keys it
+// gets overflows none of them, however unevenly they hash.
+func TestCapIsExactAcrossShards(t *testing.T) {
+	const n = 20_000
+	m := mustNew(t, keyed.Config[*gate]{New: newGate(1), MaxKeys: n, IdleTimeout: time.Hour})
+	for _, k := range keys(n) {
+		if mustGet(t, m, k) == m.Overflow() {
+			t.Fatalf("key %s overflowed with %d of %d keys live", k, m.Stats().Keys, n)
+		}
+	}
+	if mustGet(t, m, "one more") != m.Overflow() {
+		t.Fatal("key MaxKeys+1 did not overflow")
+	}
+	if st := m.Stats(); st.Keys != n || st.Overflowed != 1 {
+		t.Fatalf("stats = %+v, want %d keys, 1 overflowed", st, n)
+	}
+}
