@@ -1,0 +1,248 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// The request headers a trusted proxy may use to pass on the client address.
+const (
+	HeaderXForwardedFor = "X-Forwarded-For"
+	HeaderForwarded     = "Forwarded" // RFC 7239
+)
+
+// ErrConfig is matched (errors.Is) by every configuration error this
+// package returns; the message names the offending field.
+var ErrConfig = errors.New("httplimit: invalid config")
+
+func configErr(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
+}
+
+// IPConfig configures client-IP keys.
+type IPConfig struct {
+	// TrustedProxies lists the CIDR prefixes (or single addresses) of the
+	// reverse proxies in front of this server. Only when the TCP peer is in
+	// this list does the middleware read ProxyHeader, and then it walks the
+	// header from the right, skipping trusted hops, and takes the first
+	// untrusted address: the one a trusted proxy saw connect to it. Entries a
+	// client wrote itself lie further left and are never reached.
+	//
+	// Default: empty, the header is never read and the key is the TCP peer
+	// (RemoteAddr). A value that does not parse is a construction error.
+	TrustedProxies []string
+
+	// ProxyHeader names the header the trusted proxies write:
+	// "X-Forwarded-For" (the default) or "Forwarded". Only one is read, since
+	// a proxy that appends to one passes the other through from the client
+	// untouched, and reading that one would let the client choose its key.
+	ProxyHeader string
+
+	// IPv6Prefix masks IPv6 keys to this many leading bits, so that a client
+	// holding a whole /64 (a typical end-site allocation) cannot multiply its
+	// quota by rotating addresses. Default 0: the whole address (128).
+	// IPv4 addresses, and IPv4-mapped IPv6 ones, are never masked.
+	IPv6Prefix int
+}
+
+// ClientIP finds the address of the client that sent a request. Build it
+// with NewClientIP; it is safe for concurrent use.
+type ClientIP struct {
+	trusted  []netip.Prefix
+	header   string // canonical header key; "" when no proxy is trusted
+	v6prefix int
+}
+
+// NewClientIP validates cfg and returns a ClientIP.
+func NewClientIP(cfg IPConfig) (*ClientIP, error) { return newClientIP(cfg, "") }
+
+// newClientIP is NewClientIP with the name of the field holding cfg, for
+// error messages.
+func newClientIP(cfg IPConfig, field string) (*ClientIP, error) {
+	c := &ClientIP{v6prefix: 128}
+	for i, s := range cfg.TrustedProxies {
+		p, err := parsePrefix(s)
+		if err != nil {
+			return nil, configErr(fmt.Sprintf("%sTrustedProxies[%d]", field, i), "%q is not a CIDR prefix or an IP address", s)
+		}
+		c.trusted = append(c.trusted, p)
+	}
+	switch http.CanonicalHeaderKey(cfg.ProxyHeader) {
+	case "", HeaderXForwardedFor:
+		c.header = HeaderXForwardedFor
+	case HeaderForwarded:
+		c.header = HeaderForwarded
+	default:
+		return nil, configErr(field+"ProxyHeader", "%q: want %q or %q", cfg.ProxyHeader, HeaderXForwardedFor, HeaderForwarded)
+	}
+	if len(c.trusted) == 0 {
+		c.header = ""
+	}
+	switch {
+	case cfg.IPv6Prefix == 0:
+	case cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128:
+		return nil, configErr(field+"IPv6Prefix", "%d: want 0 (the whole address) or 1..128", cfg.IPv6Prefix)
+	default:
+		c.v6prefix = cfg.IPv6Prefix
+	}
+	return c, nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap().WithZone("")
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func (c *ClientIP) isTrusted(a netip.Addr) bool {
+	for _, p := range c.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Addr returns the client address of r, and false when RemoteAddr does not
+// hold an IP address (a request not from a TCP peer, for example). The
+// address is not masked; Key masks it.
+func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
+	peer, ok := parseHop(r.RemoteAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	if c.header == "" || !c.isTrusted(peer) {
+		return peer, true
+	}
+	// The peer is one of ours: walk its header from the right. Header lines
+	// are in the order received, each appended by the next hop.
+	client := peer
+	lines := r.Header[c.header]
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := lines[i]
+		for line != "" {
+			var hop string
+			if j := strings.LastIndexByte(line, ','); j >= 0 {
+				line, hop = line[:j], line[j+1:]
+			} else {
+				line, hop = "", line
+			}
+			if c.header == HeaderForwarded {
+				hop = forwardedFor(hop)
+			}
+			a, ok := parseHop(hop)
+			if !ok {
+				// A hop we cannot read ends the walk at the last address a
+				// trusted hop vouched for: never guess past it.
+				return client, true
+			}
+			client = a
+			if !c.isTrusted(a) {
+				return client, true
+			}
+		}
+	}
+	return client, true
+}
+
+// Key returns the client address of r as a string, with IPv6 masked to the
+// configured prefix; it is a KeyFunc.
+func (c *ClientIP) Key(r *http.Request) (string, bool) {
+	a, ok := c.Addr(r)
+	if !ok {
+		return "", false
+	}
+	if a.Is6() && c.v6prefix < 128 {
+		p, _ := a.Prefix(c.v6prefix) // cannot fail: 1 <= v6prefix <= 128
+		return p.String(), true
+	}
+	return a.String(), true
+}
+
+// parseHop reads one address as proxies write it: "1.2.3.4", "1.2.3.4:80",
+// "2001:db8::1", "[2001:db8::1]:80", with surrounding spaces. IPv4-mapped
+// IPv6 addresses become IPv4 and zones are dropped, so one client has one
+// key.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return netip.Addr{}, false
+	}
+	if s[0] == '[' {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}, false
+		}
+		rest := s[end+1:]
+		if rest != "" && (rest[0] != ':' || !isPort(rest[1:])) {
+			return netip.Addr{}, false
+		}
+		s = s[1:end]
+	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i {
+		// Exactly one colon: IPv4 with a port (IPv6 has at least two).
+		if !isPort(s[i+1:]) {
+			return netip.Addr{}, false
+		}
+		s = s[:i]
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+func isPort(s string) bool {
+	if s == "" || len(s) > 5 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// forwardedFor returns the value of the for= parameter of one RFC 7239
+// forwarded-element ("for=192.0.2.60;proto=http;by=203.0.113.43"), unquoted,
+// or "" when there is none. Obfuscated identifiers ("unknown", "_hidden")
+// come back as they are and fail to parse as addresses.
+func forwardedFor(elem string) string {
+	for elem != "" {
+		var pair string
+		if i := strings.IndexByte(elem, ';'); i >= 0 {
+			pair, elem = elem[:i], elem[i+1:]
+		} else {
+			pair, elem = elem, ""
+		}
+		pair = strings.TrimSpace(pair)
+		eq := strings.IndexByte(pair, '=')
+		if eq < 0 || !strings.EqualFold(pair[:eq], "for") {
+			continue
+		}
+		v := pair[eq+1:]
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		return v
+	}
+	return ""
+}

@@ -1,0 +1,146 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Keyed holds one limiter per key, made on first use, with a cap on the
+// number of keys. *keyed.Map satisfies it.
+type Keyed interface {
+	Acquire(ctx context.Context, key string) (sluice.Permit, error)
+	TryAcquire(key string) (sluice.Permit, error)
+}
+
+// DefaultFallbackKey is the key of requests whose KeyFunc found no usable
+// key, when Config.FallbackKey is empty. It is not an IP address, so it
+// cannot collide with a client-IP key.
+const DefaultFallbackKey = "unknown"
+
+// Config configures the middleware. Only one of Limiter and PerKey is
+// required; every other field has a working default.
+type Config struct {
+	// Limiter is the limit every request passes: a rate or concurrency
+	// limiter, or a composition of several (sluice.All). It is asked after
+	// PerKey, so a client over its own limit never takes a global slot.
+	// nil: no global limit.
+	Limiter sluice.Limiter
+
+	// PerKey holds a limiter per key (a *keyed.Map). nil: no per-key limit.
+	PerKey Keyed
+
+	// Key picks the key of a request for PerKey. nil: the client IP address
+	// (see ClientIP).
+	Key KeyFunc
+
+	// FallbackKey is the key of a request for which Key found no usable
+	// key; such requests share one limiter and are counted in
+	// Stats.FallbackKeys. Default DefaultFallbackKey ("unknown").
+	FallbackKey string
+
+	// ClientIP configures the default Key: the TCP peer's address, or with
+	// trusted proxies, the first untrusted address in their forwarding
+	// header. Default: the TCP peer; no header is ever trusted. Setting it
+	// along with a custom Key is an error: build the IP key with
+	// NewClientIP and call it from your Key.
+	ClientIP IPConfig
+
+	// Policy describes the rate limit to clients in the RateLimit-Policy
+	// and RateLimit response fields (draft-ietf-httpapi-ratelimit-headers).
+	// nil: those fields are not sent. Retry-After is sent regardless.
+	Policy *RatePolicy
+
+	// OnReject writes the response to a request that was not admitted: a
+	// rejection (err is a *sluice.RejectError) or a wait cut short by the
+	// request's context (err is its error). The Retry-After and RateLimit
+	// fields are already set when it is called. nil: Reject, which sends
+	// 429 or 503 with a short plain-text body.
+	OnReject func(w http.ResponseWriter, r *http.Request, err error)
+
+	// DryRun admits every request, counting those that would have been
+	// rejected in Stats.WouldReject. In dry run the middleware never waits:
+	// it uses TryAcquire, so a request that a limiter would have queued
+	// counts as a would-be rejection. Admitted requests still hold their
+	// permits, so concurrency and adaptive limits see the real load.
+	DryRun bool
+
+	// Outcome tells the limiters how the handler's work ended, from the
+	// response status (200 when the handler wrote nothing). It is not
+	// called when the request's context ended first (deadline exceeded:
+	// Dropped, an overload signal; cancelled, the client left: Ignore) nor
+	// when the handler panicked or hijacked the connection (Ignore).
+	// nil: 5xx is Dropped, anything else Success.
+	Outcome func(r *http.Request, status int) sluice.Outcome
+}
+
+// RatePolicy describes a rate limit in the IETF RateLimit fields:
+//
+//	RateLimit-Policy: "name";q=Quota;w=Window
+//	RateLimit: "name";r=remaining;t=reset
+//
+// For a token bucket of rate R per second and burst B, Quota B and Window
+// B/R seconds (rounded up) describe it: a client that has been idle for a
+// window may send B requests at once.
+type RatePolicy struct {
+	// Name identifies the policy in both fields. Default "default".
+	Name string
+	// Quota is the number of requests the policy allows per Window.
+	// Required (> 0).
+	Quota int
+	// Window is the policy's time window, whole seconds of at least 1
+	// (the field has no sub-second precision). Required.
+	Window time.Duration
+}
+
+// compiled returns the RateLimit-Policy field value and the quoted name.
+func (p *RatePolicy) compile() (policy, name string, err error) {
+	n := p.Name
+	if n == "" {
+		n = "default"
+	}
+	for i := 0; i < len(n); i++ {
+		// An sf-string holds printable ASCII; keep it simple and refuse
+		// the two characters that would need escaping.
+		if c := n[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return "", "", configErr("Policy.Name", "%q: want printable ASCII without quotes or backslashes", p.Name)
+		}
+	}
+	if p.Quota <= 0 {
+		return "", "", configErr("Policy.Quota", "%d: want > 0", p.Quota)
+	}
+	if p.Window < time.Second || p.Window%time.Second != 0 {
+		return "", "", configErr("Policy.Window", "%v: want whole seconds, at least 1s", p.Window)
+	}
+	name = `"` + n + `"`
+	return fmt.Sprintf("%s;q=%d;w=%d", name, p.Quota, p.Window/time.Second), name, nil
+}
+
+func (c *Config) keyFunc() (KeyFunc, error) {
+	ipSet := len(c.ClientIP.TrustedProxies) > 0 || c.ClientIP.ProxyHeader != "" || c.ClientIP.IPv6Prefix != 0
+	if c.Key != nil {
+		if ipSet {
+			return nil, configErr("ClientIP", "set along with a custom Key, which would ignore it: build the IP key with NewClientIP and call it from Key")
+		}
+		return c.Key, nil
+	}
+	ip, err := newClientIP(c.ClientIP, "ClientIP.")
+	if err != nil {
+		return nil, err
+	}
+	return ip.Key, nil
+}
+
+func (c *Config) fallbackKey() (string, error) {
+	switch {
+	case c.FallbackKey == "":
+		return DefaultFallbackKey, nil
+	case strings.TrimSpace(c.FallbackKey) == "":
+		return "", configErr("FallbackKey", "%q is blank", c.FallbackKey)
+	}
+	return c.FallbackKey, nil
+}

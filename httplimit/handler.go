@@ -1,0 +1,234 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clock"
+)
+
+// Handler is the middleware: it admits each request through the configured
+// limiters, serves it with the next handler, and releases the permits with
+// the outcome of the work. Make one with New; it is safe for concurrent use.
+type Handler struct {
+	next     http.Handler
+	limiter  sluice.Limiter
+	perKey   Keyed
+	key      KeyFunc
+	fallback string
+	onReject func(http.ResponseWriter, *http.Request, error)
+	outcome  func(*http.Request, int) sluice.Outcome
+	dryRun   bool
+
+	policyField []string // RateLimit-Policy value, len == cap so appends copy
+	policyName  string   // quoted, for the RateLimit field
+
+	requests    atomic.Uint64
+	admitted    atomic.Uint64
+	rejected    [sluice.NumReasons]atomic.Uint64
+	wouldReject [sluice.NumReasons]atomic.Uint64
+	canceled    atomic.Uint64
+	fallbacks   atomic.Uint64
+	outcomes    [sluice.Canceled + 1]atomic.Uint64
+}
+
+// New returns next wrapped in the middleware. It validates cfg: an error
+// matches ErrConfig and names the field.
+func New(next http.Handler, cfg Config) (*Handler, error) {
+	if next == nil {
+		return nil, configErr("next", "the handler to wrap is nil")
+	}
+	if cfg.Limiter == nil && cfg.PerKey == nil {
+		return nil, configErr("Limiter", "neither Limiter nor PerKey is set: nothing would be limited")
+	}
+	h := &Handler{
+		next:     next,
+		limiter:  cfg.Limiter,
+		perKey:   cfg.PerKey,
+		onReject: cfg.OnReject,
+		outcome:  cfg.Outcome,
+		dryRun:   cfg.DryRun,
+	}
+	if cfg.PerKey != nil {
+		var err error
+		if h.key, err = cfg.keyFunc(); err != nil {
+			return nil, err
+		}
+		if h.fallback, err = cfg.fallbackKey(); err != nil {
+			return nil, err
+		}
+	} else if cfg.Key != nil || len(cfg.ClientIP.TrustedProxies) > 0 {
+		return nil, configErr("PerKey", "Key or ClientIP is set but PerKey is nil: there is nothing to key")
+	}
+	if h.onReject == nil {
+		h.onReject = Reject
+	}
+	if cfg.Policy != nil {
+		field, name, err := cfg.Policy.compile()
+		if err != nil {
+			return nil, err
+		}
+		h.policyField = []string{field}
+		h.policyName = name
+	}
+	return h, nil
+}
+
+// ServeHTTP admits r or rejects it; see Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.requests.Add(1)
+	if h.policyField != nil {
+		w.Header()[headerPolicy] = h.policyField
+	}
+	kp, gp, err := h.acquire(r)
+	if err != nil {
+		if !h.reject(w, r, err) {
+			return
+		}
+		// Dry run: serve without permits.
+	}
+	h.serve(w, r, &kp, &gp)
+}
+
+// acquire takes the per-key permit, then the global one; when the global
+// limiter says no, the per-key permit is cancelled so that the client's
+// quota does not pay for the server's overload.
+func (h *Handler) acquire(r *http.Request) (kp, gp sluice.Permit, err error) {
+	ctx := r.Context()
+	if h.perKey != nil {
+		key, ok := h.key(r)
+		if !ok {
+			key = h.fallback
+			h.fallbacks.Add(1)
+		}
+		if h.dryRun {
+			kp, err = h.perKey.TryAcquire(key)
+		} else {
+			kp, err = h.perKey.Acquire(ctx, key)
+		}
+		if err != nil {
+			return kp, gp, err
+		}
+	}
+	if h.limiter != nil {
+		if h.dryRun {
+			gp, err = h.limiter.TryAcquire()
+		} else {
+			gp, err = h.limiter.Acquire(ctx)
+		}
+		if err != nil {
+			kp.Cancel()
+		}
+	}
+	return kp, gp, err
+}
+
+// reject counts and answers a request that was not admitted. It returns true
+// when the request should be served anyway (dry run).
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error) bool {
+	var re *sluice.RejectError
+	if !errors.As(err, &re) {
+		// The wait ended with the request's context (the client left, or
+		// a deadline upstream passed): not a rejection.
+		h.canceled.Add(1)
+		h.onReject(w, r, err)
+		return false
+	}
+	if h.dryRun {
+		h.wouldReject[re.Reason%sluice.NumReasons].Add(1)
+		return true
+	}
+	h.rejected[re.Reason%sluice.NumReasons].Add(1)
+	setRejectHeaders(w.Header(), re, h.policyName)
+	h.onReject(w, r, err)
+	return false
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kp, gp *sluice.Permit) {
+	h.admitted.Add(1)
+	sw := &statusWriter{ResponseWriter: w}
+	start := clock.Nanos()
+	done := false
+	// Deferred, so that a panicking handler (or one calling
+	// runtime.Goexit) still gives its permits back.
+	defer func() {
+		o := sluice.Ignore
+		if done {
+			o = h.classify(r, sw)
+		}
+		lat := time.Duration(clock.Nanos() - start)
+		gp.Release(o, lat)
+		kp.Release(o, lat)
+		h.outcomes[o].Add(1)
+	}()
+	h.next.ServeHTTP(sw, r)
+	done = true
+}
+
+func (h *Handler) classify(r *http.Request, sw *statusWriter) sluice.Outcome {
+	if sw.hijacked {
+		return sluice.Ignore
+	}
+	switch r.Context().Err() {
+	case nil:
+	case context.DeadlineExceeded:
+		return sluice.Dropped // the work outlasted its deadline: overload
+	default:
+		return sluice.Ignore // the client left: says nothing
+	}
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if h.outcome != nil {
+		return h.outcome(r, status)
+	}
+	if status >= 500 {
+		return sluice.Dropped
+	}
+	return sluice.Success
+}
+
+// Stats is a snapshot of the middleware's counters.
+type Stats struct {
+	// Requests counts requests that reached the middleware.
+	Requests uint64
+	// Admitted counts requests passed to the next handler (in dry run,
+	// every request whose wait did not end with its context).
+	Admitted uint64
+	// Rejected counts rejections by reason; index it with a sluice.Reason.
+	Rejected [sluice.NumReasons]uint64
+	// WouldReject counts, in dry run, the requests that would have been
+	// rejected, by reason. They are also counted in Admitted.
+	WouldReject [sluice.NumReasons]uint64
+	// Canceled counts requests whose wait for admission ended with their
+	// context; they were neither admitted nor rejected.
+	Canceled uint64
+	// FallbackKeys counts requests for which Key found no usable key.
+	FallbackKeys uint64
+	// Succeeded, Dropped and Ignored count admitted requests by the
+	// outcome their permits were released with.
+	Succeeded, Dropped, Ignored uint64
+}
+
+// Stats returns the middleware's counters.
+func (h *Handler) Stats() Stats {
+	s := Stats{
+		Requests:     h.requests.Load(),
+		Admitted:     h.admitted.Load(),
+		Canceled:     h.canceled.Load(),
+		FallbackKeys: h.fallbacks.Load(),
+		Succeeded:    h.outcomes[sluice.Success].Load(),
+		Dropped:      h.outcomes[sluice.Dropped].Load(),
+		Ignored:      h.outcomes[sluice.Ignore].Load(),
+	}
+	for i := range s.Rejected {
+		s.Rejected[i] = h.rejected[i].Load()
+		s.WouldReject[i] = h.wouldReject[i].Load()
+	}
+	return s
+}
