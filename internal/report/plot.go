@@ -1,0 +1,190 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// ErrPlotFormat is returned for a plot file whose extension is neither .svg
+// nor .png.
+var ErrPlotFormat = errors.New("plot file must end in .svg or .png")
+
+// PlotFormat returns "svg" or "png" from a file name's extension, so that a
+// command can reject a bad name before it runs anything.
+func PlotFormat(path string) (string, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".svg", ".png":
+		return ext[1:], nil
+	}
+	return "", fmt.Errorf("%w: %q", ErrPlotFormat, path)
+}
+
+// PlotFile draws r into the file at path, as SVG or PNG by its extension.
+func PlotFile(path string, r *Report) error {
+	format, err := PlotFormat(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := Plot(f, format, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Plot size: three panels stacked, readable on a laptop screen.
+const (
+	plotWidth  = 9 * vg.Inch
+	plotHeight = 10 * vg.Inch
+	plotDPI    = 110
+)
+
+// Plot draws r as three panels over time, one colour per policy:
+// goodput (with the offered load in grey), the latency of successes (p99
+// solid, p50 dashed) and the policy's limit (solid) with its requests in
+// flight (dashed). format is "svg" or "png".
+func Plot(w io.Writer, format string, r *Report) error {
+	panels := [][]*plot.Plot{{goodputPanel(r)}, {latencyPanel(r)}, {limitPanel(r)}}
+	for _, row := range panels {
+		p := row[0]
+		p.X.Label.Text = "time (s)"
+		p.X.Min = 0
+		p.Y.Min = 0
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		p.Legend.Left = true
+		p.Legend.ThumbnailWidth = 0.4 * vg.Inch
+	}
+	var (
+		canvas vg.CanvasWriterTo
+		dc     draw.Canvas
+	)
+	switch format {
+	case "svg":
+		c := vgsvg.New(plotWidth, plotHeight)
+		canvas, dc = c, draw.New(c)
+	case "png":
+		c := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI),
+			vgimg.UseBackgroundColor(color.White))
+		canvas, dc = vgimg.PngCanvas{Canvas: c}, draw.New(c)
+	default:
+		return fmt.Errorf("%w: format %q", ErrPlotFormat, format)
+	}
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(8), PadBottom: vg.Points(4),
+		PadLeft: vg.Points(4), PadRight: vg.Points(12), PadY: vg.Points(14)}
+	for i, row := range plot.Align(panels, tiles, dc) {
+		panels[i][0].Draw(row[0])
+	}
+	_, err := canvas.WriteTo(w)
+	return err
+}
+
+func goodputPanel(r *Report) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: goodput (successes within the client timeout)", r.Scenario)
+	p.Y.Label.Text = "requests/s"
+	if len(r.Policies) > 0 {
+		offered := series(r.Policies[0].Series, func(pt Point) (float64, bool) { return pt.OfferedRPS, true })
+		addLines(p, offered, grey, dashed, "offered")
+	}
+	for i, pol := range r.Policies {
+		s := series(pol.Series, func(pt Point) (float64, bool) { return pt.GoodputRPS, true })
+		addLines(p, s, plotutil.Color(i), nil, pol.Name)
+	}
+	return p
+}
+
+func latencyPanel(r *Report) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = "latency of successes (solid p99, dashed p50)"
+	p.Y.Label.Text = "ms"
+	for i, pol := range r.Policies {
+		// An interval without a success has no latency: leave a gap
+		// rather than draw a misleading zero.
+		has := func(pt Point) bool { return pt.P99Ms > 0 || pt.P50Ms > 0 }
+		p99 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P99Ms, has(pt) })
+		p50 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P50Ms, has(pt) })
+		addLines(p, p99, plotutil.Color(i), nil, pol.Name)
+		addLines(p, p50, plotutil.Color(i), dashed, "")
+	}
+	return p
+}
+
+func limitPanel(r *Report) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = "limit (solid) and requests in flight (dashed)"
+	p.Y.Label.Text = "requests"
+	for i, pol := range r.Policies {
+		limit := series(pol.Series, func(pt Point) (float64, bool) { return pt.Limit, pt.Limit > 0 })
+		inFlight := series(pol.Series, func(pt Point) (float64, bool) { return float64(pt.InFlight), true })
+		addLines(p, limit, plotutil.Color(i), nil, pol.Name)
+		name := ""
+		if len(limit) == 0 {
+			name = pol.Name // no limit to show: name the in-flight line instead
+		}
+		addLines(p, inFlight, plotutil.Color(i), dashed, name)
+	}
+	return p
+}
+
+var (
+	grey   = color.Gray{Y: 150}
+	dashed = []vg.Length{vg.Points(5), vg.Points(3)}
+)
+
+// series returns the runs of consecutive points for which get reports a
+// value: one segment per unbroken run.
+func series(pts []Point, get func(Point) (float64, bool)) []plotter.XYs {
+	var out []plotter.XYs
+	var cur plotter.XYs
+	for _, pt := range pts {
+		v, ok := get(pt)
+		if !ok {
+			if len(cur) > 0 {
+				out = append(out, cur)
+				cur = nil
+			}
+			continue
+		}
+		cur = append(cur, plotter.XY{X: pt.TS, Y: v})
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// addLines draws each segment as a line of one style, and adds one legend
+// entry named name (none when name is empty).
+func addLines(p *plot.Plot, segs []plotter.XYs, c color.Color, dashes []vg.Length, name string) {
+	for i, seg := range segs {
+		l, err := plotter.NewLine(seg)
+		if err != nil {
+			continue // a NaN or Inf point: skip the segment rather than fail the plot
+		}
+		l.Color = c
+		l.Width = vg.Points(1.5)
+		l.Dashes = dashes
+		p.Add(l)
+		if i == 0 && name != "" {
+			p.Legend.Add(name, l)
+		}
+	}
+}

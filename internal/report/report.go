@@ -1,0 +1,153 @@
+// Package report turns the result of a scenario run into what people and
+// programs read: a summary table (Table), JSON (JSON) and a plot over time
+// (Plot).
+//
+// Report is the one model all three render. Its JSON form is a stable,
+// documented interface (see docs/scenarios.md): field names are snake_case,
+// rates are per second and carry "_rps", latencies are milliseconds and carry
+// "_ms", times in a series are seconds since the start ("t_s"). New fields
+// may be added; existing ones keep their name and meaning.
+//
+// The report does not compute statistics: the simulator (or, later, the lab's
+// load generator) measures; FromSim copies its figures into this model.
+package report
+
+import (
+	"encoding/json"
+	"io"
+)
+
+// Version is the JSON schema version, bumped only if a field changes meaning.
+const Version = 1
+
+// Report is one scenario run: every policy measured under the same load.
+type Report struct {
+	// Version is the JSON schema version (Version).
+	Version int `json:"version"`
+	// Scenario is the scenario's name; File the file it came from, if any.
+	Scenario string `json:"scenario"`
+	File     string `json:"file,omitempty"`
+	// Seed is the random seed the run used: the same seed, the same figures.
+	Seed uint64 `json:"seed"`
+	// DurationS is the simulated time, IntervalS the width of one series
+	// point, both in seconds.
+	DurationS float64 `json:"duration_s"`
+	IntervalS float64 `json:"interval_s"`
+	// Policies holds one entry per policy, in the scenario's order.
+	Policies []Policy `json:"policies"`
+}
+
+// Policy is what one policy achieved.
+type Policy struct {
+	Name    string  `json:"name"`
+	Summary Summary `json:"summary"`
+	// Series is the run cut into intervals of IntervalS seconds.
+	Series []Point `json:"series"`
+}
+
+// Summary is one policy's figures over the measured window (after the
+// scenario's warm-up).
+type Summary struct {
+	// OfferedRPS is the rate of attempts the clients sent (retries
+	// included).
+	OfferedRPS float64 `json:"offered_rps"`
+	// GoodputRPS is successes within the client's timeout per second: the
+	// headline figure.
+	GoodputRPS float64 `json:"goodput_rps"`
+	// ThroughputRPS is requests the origin completed per second, useful or
+	// not (a response the client had stopped waiting for counts here).
+	ThroughputRPS float64 `json:"throughput_rps"`
+	// CapacityRPS is the origin's capacity by Little's law (workers / mean
+	// service time), time-averaged when the origin changes during the run.
+	CapacityRPS float64 `json:"capacity_rps"`
+	// GoodputPct is GoodputRPS as a percentage of CapacityRPS.
+	GoodputPct float64 `json:"goodput_pct_of_capacity"`
+
+	// Sent counts attempts sent (retries included); Unsent requests not
+	// sent because every client worker was busy; Successes responses within
+	// the client's timeout; Timeouts requests the client gave up on;
+	// Refused requests the origin refused (queue full); OriginTimeouts
+	// requests the origin answered with its own timeout; Retries retry
+	// attempts; Wasted origin completions whose client had already gone.
+	Sent           int64 `json:"sent"`
+	Unsent         int64 `json:"unsent"`
+	Successes      int64 `json:"successes"`
+	Timeouts       int64 `json:"timeouts"`
+	Refused        int64 `json:"refused"`
+	OriginTimeouts int64 `json:"origin_timeouts"`
+	Retries        int64 `json:"retries"`
+	Wasted         int64 `json:"wasted"`
+
+	// Rejected counts the policy's rejections by reason, keyed by the
+	// reason's label (sluice.Reason.String: "limit", "queue_full", ...).
+	// Reasons with no rejection are absent; the map is never null.
+	Rejected map[string]int64 `json:"rejected"`
+	// RejectedTotal is the sum of Rejected.
+	RejectedTotal int64 `json:"rejected_total"`
+
+	// Success is the latency of successes, from the intended send time.
+	Success Latency `json:"success_latency_ms"`
+	// Rejection is the latency of rejections: how fast the policy said no.
+	Rejection Latency `json:"rejection_latency_ms"`
+	// Wait is how long admitted requests waited in the policy's queue.
+	Wait Latency `json:"wait_ms"`
+
+	// Within is present when the scenario asks for it (report.within).
+	Within *Within `json:"within,omitempty"`
+}
+
+// Within counts requests served within a latency bound (seed 001's "served
+// within 1 s").
+type Within struct {
+	// BoundMs is the bound, in milliseconds.
+	BoundMs float64 `json:"bound_ms"`
+	// Successes counts successes whose latency was at most the bound.
+	Successes int64 `json:"successes"`
+	// Admitted counts requests admitted after waiting at most the bound.
+	Admitted int64 `json:"admitted"`
+}
+
+// Latency holds percentiles in milliseconds; all are 0 when there was no
+// sample (Count is 0).
+type Latency struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+}
+
+// Point is one interval of a policy's run. Rates are per second over the
+// interval; latencies are of the successes that completed in it; gauges
+// (limit, in flight, queued, origin) are sampled at its end.
+type Point struct {
+	// TS is the end of the interval, in seconds since the start.
+	TS            float64 `json:"t_s"`
+	OfferedRPS    float64 `json:"offered_rps"`
+	GoodputRPS    float64 `json:"goodput_rps"`
+	ThroughputRPS float64 `json:"throughput_rps"`
+	// RejectedRPS counts policy rejections and origin refusals.
+	RejectedRPS float64 `json:"rejected_rps"`
+	TimeoutsRPS float64 `json:"timeouts_rps"`
+	CapacityRPS float64 `json:"capacity_rps"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	// Limit is the policy's limit (requests in flight, or per second for a
+	// rate limit; 0 when there is none); InFlight the requests it admitted
+	// and has not released; Queued those waiting in it.
+	Limit    float64 `json:"limit"`
+	InFlight int     `json:"in_flight"`
+	Queued   int     `json:"queued"`
+	// OriginBusy and OriginQueue are the origin's busy workers and queue
+	// length.
+	OriginBusy  int `json:"origin_busy"`
+	OriginQueue int `json:"origin_queue"`
+}
+
+// JSON writes r as indented JSON followed by a newline.
+func JSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

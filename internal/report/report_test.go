@@ -1,0 +1,284 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"image/png"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sim"
+	"gonum.org/v1/plot/vg"
+)
+
+// sample is a small two-policy report with a gap in one policy's latency.
+func sample() *Report {
+	r := &Report{
+		Version: Version, Scenario: "demo", File: "scenarios/demo.yaml", Seed: 7,
+		DurationS: 4, IntervalS: 1,
+	}
+	none := Policy{Name: "none", Summary: Summary{
+		OfferedRPS: 5, GoodputRPS: 0.25, ThroughputRPS: 3.5, CapacityRPS: 3.5, GoodputPct: 7.14,
+		Sent: 20, Successes: 1, Timeouts: 19, Wasted: 12, Rejected: map[string]int64{},
+		Success: Latency{Count: 1, P50: 2400, P99: 2400, P999: 2400, Max: 2400},
+	}}
+	limited := Policy{Name: "static-5", Summary: Summary{
+		OfferedRPS: 5, GoodputRPS: 2.5, ThroughputRPS: 2.5, CapacityRPS: 3.5, GoodputPct: 71.4,
+		Sent: 20, Successes: 10, Refused: 1, Rejected: map[string]int64{"limit": 9, "queue_full": 1}, RejectedTotal: 10,
+		Success:   Latency{Count: 10, P50: 2000, P99: 2010, P999: 2010, Max: 2010},
+		Rejection: Latency{Count: 10, P50: 0.001, P99: 0.004, P999: 0.004, Max: 0.004},
+	}}
+	for i := 1; i <= 4; i++ {
+		t := float64(i)
+		p := Point{TS: t, OfferedRPS: 5, ThroughputRPS: 3.5, InFlight: 9}
+		if i == 4 {
+			p.GoodputRPS, p.P50Ms, p.P99Ms = 1, 2400, 2400
+		}
+		none.Series = append(none.Series, p)
+		limited.Series = append(limited.Series, Point{TS: t, OfferedRPS: 5, GoodputRPS: 2.5, ThroughputRPS: 2.5,
+			RejectedRPS: 2.5, P50Ms: 2000, P99Ms: 2010, Limit: 5, InFlight: 5})
+	}
+	r.Policies = []Policy{none, limited}
+	return r
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	r := sample()
+	var buf bytes.Buffer
+	if err := JSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	dec := json.NewDecoder(bytes.NewReader(buf.Bytes()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&back); err != nil {
+		t.Fatalf("decode: %v\n%s", err, buf.String())
+	}
+	if !reflect.DeepEqual(r, &back) {
+		t.Errorf("round trip changed the report:\n got %+v\nwant %+v", back, *r)
+	}
+}
+
+// TestJSONFieldNames pins the documented field names: renaming one breaks
+// every script that reads the JSON.
+func TestJSONFieldNames(t *testing.T) {
+	var buf bytes.Buffer
+	if err := JSON(&buf, sample()); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"version", "scenario", "file", "seed", "duration_s", "interval_s", "policies"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("top level: no %q", k)
+		}
+	}
+	pol := doc["policies"].([]any)[1].(map[string]any)
+	sum := pol["summary"].(map[string]any)
+	for _, k := range []string{"offered_rps", "goodput_rps", "throughput_rps", "capacity_rps",
+		"goodput_pct_of_capacity", "sent", "unsent", "successes", "timeouts", "refused",
+		"origin_timeouts", "retries", "wasted", "rejected", "rejected_total",
+		"success_latency_ms", "rejection_latency_ms", "wait_ms"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary: no %q", k)
+		}
+	}
+	lat := sum["success_latency_ms"].(map[string]any)
+	for _, k := range []string{"count", "p50", "p90", "p99", "p999", "max"} {
+		if _, ok := lat[k]; !ok {
+			t.Errorf("success_latency_ms: no %q", k)
+		}
+	}
+	if got := sum["rejected"].(map[string]any)["limit"]; got != 9.0 {
+		t.Errorf("rejected.limit = %v, want 9", got)
+	}
+	pt := pol["series"].([]any)[0].(map[string]any)
+	for _, k := range []string{"t_s", "offered_rps", "goodput_rps", "throughput_rps", "rejected_rps",
+		"timeouts_rps", "capacity_rps", "p50_ms", "p99_ms", "limit", "in_flight", "queued",
+		"origin_busy", "origin_queue"} {
+		if _, ok := pt[k]; !ok {
+			t.Errorf("series point: no %q", k)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Table(&buf, sample()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 5 { // title, blank, header, two policies
+		t.Fatalf("want 5 lines, got %d:\n%s", len(lines), out)
+	}
+	for _, want := range []string{
+		"scenario demo: 4s simulated, seed 7, offered 5.00 rps, capacity 3.50 rps",
+		"POLICY", "GOODPUT/s", "REJ p99",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, row := range []struct {
+		line   int
+		fields []string
+	}{
+		{3, []string{"none", "0.25", "7%", "3.50", "2.40s", "2.40s", "2.40s", "19", "0", "0", "-"}},
+		{4, []string{"static-5", "2.50", "71%", "2.50", "2.00s", "2.01s", "2.01s", "0", "1", "10", "(limit", "9,", "queue_full", "1)", "4.00µs"}},
+	} {
+		if got := strings.Fields(lines[row.line]); !reflect.DeepEqual(got, row.fields) {
+			t.Errorf("row %d:\n got %q\nwant %q", row.line, got, row.fields)
+		}
+	}
+}
+
+func TestFmtLatency(t *testing.T) {
+	for _, tc := range []struct {
+		ms    float64
+		count int64
+		want  string
+	}{
+		{0, 0, "-"},
+		{0, 1, "0µs"},
+		{2500, 1, "2.50s"},
+		{12345, 1, "12.3s"},
+		{275, 1, "275ms"},
+		{25.04, 1, "25.0ms"},
+		{1, 1, "1.00ms"},
+		{0.41, 1, "0.410ms"},
+		{0.012, 1, "12.0µs"},
+	} {
+		if got := fmtLatency(tc.ms, tc.count); got != tc.want {
+			t.Errorf("fmtLatency(%v, %d) = %q, want %q", tc.ms, tc.count, got, tc.want)
+		}
+	}
+}
+
+func TestPlotFormat(t *testing.T) {
+	for _, tc := range []struct {
+		path, want string
+		bad        bool
+	}{
+		{"out.svg", "svg", false},
+		{"dir/OUT.PNG", "png", false},
+		{"out.pdf", "", true},
+		{"out", "", true},
+	} {
+		got, err := PlotFormat(tc.path)
+		if got != tc.want || (err != nil) != tc.bad {
+			t.Errorf("PlotFormat(%q) = %q, %v", tc.path, got, err)
+		}
+		if tc.bad && !errors.Is(err, ErrPlotFormat) {
+			t.Errorf("PlotFormat(%q) error %v is not ErrPlotFormat", tc.path, err)
+		}
+	}
+}
+
+func TestPlotPNG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.png")
+	if err := PlotFile(path, sample()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != int(float64(plotWidth/vg.Inch)*plotDPI) || b.Dy() != int(float64(plotHeight/vg.Inch)*plotDPI) {
+		t.Errorf("PNG is %dx%d", b.Dx(), b.Dy())
+	}
+}
+
+func TestPlotSVG(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Plot(&buf, "svg", sample()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.HasPrefix(out, "<?xml") || !strings.Contains(out, "<svg") || !strings.HasSuffix(strings.TrimSpace(out), "</svg>") {
+		t.Errorf("not an SVG document: %.200s", out)
+	}
+	for _, want := range []string{"static-5", "goodput", "limit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("SVG lacks the text %q", want)
+		}
+	}
+}
+
+func TestPlotBadFormat(t *testing.T) {
+	if err := Plot(&bytes.Buffer{}, "pdf", sample()); !errors.Is(err, ErrPlotFormat) {
+		t.Errorf("Plot(pdf) = %v, want ErrPlotFormat", err)
+	}
+	if err := PlotFile(filepath.Join(t.TempDir(), "x.gif"), sample()); !errors.Is(err, ErrPlotFormat) {
+		t.Errorf("PlotFile(x.gif) = %v, want ErrPlotFormat", err)
+	}
+}
+
+func TestTableWithin(t *testing.T) {
+	r := sample()
+	r.Policies[0].Summary.Within = &Within{BoundMs: 1000, Successes: 0, Admitted: 3}
+	r.Policies[1].Summary.Within = &Within{BoundMs: 1000, Successes: 4, Admitted: 10}
+	var buf bytes.Buffer
+	if err := Table(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(buf.String(), "\n")
+	if !strings.HasSuffix(strings.TrimSpace(lines[2]), "OK<=1s  ADMIT<=1s") {
+		t.Errorf("header lacks the within columns: %q", lines[2])
+	}
+	if f := strings.Fields(lines[4]); f[len(f)-2] != "4" || f[len(f)-1] != "10" {
+		t.Errorf("static-5 within columns: %q", f)
+	}
+}
+
+func TestFromSim(t *testing.T) {
+	sc := sim.Scenario{Name: "x", Seed: 3, Duration: 10 * time.Second, Warmup: 2 * time.Second}
+	res := sim.Result{Scenario: "x", Seed: 3, Policies: []sim.PolicyResult{{
+		Name: "static",
+		Summary: sim.Summary{
+			Sent: 40, Successes: 16, Goodput: 2, Throughput: 3, Capacity: 4,
+			Rejects: map[string]int64{"limit": 5, "shed": 0},
+			Latency: sim.Percentiles{Count: 16, P50: 1500 * time.Millisecond, P99: 2 * time.Second},
+		},
+		Series: []sim.Point{{T: time.Second, Goodput: 2, P99: 250 * time.Millisecond, Limit: 5, InFlight: 4}},
+	}}}
+	r := FromSim(sc, res, time.Second)
+	if r.IntervalS != 1 || r.DurationS != 10 || r.Scenario != "x" || r.Seed != 3 {
+		t.Errorf("header: %+v", r)
+	}
+	s := r.Policies[0].Summary
+	if s.OfferedRPS != 5 { // 40 sent over the 8 s after warm-up
+		t.Errorf("offered = %v, want 5", s.OfferedRPS)
+	}
+	if s.GoodputPct != 50 {
+		t.Errorf("goodput pct = %v, want 50", s.GoodputPct)
+	}
+	if s.RejectedTotal != 5 || len(s.Rejected) != 1 {
+		t.Errorf("rejected = %v (%d), want only limit 5", s.Rejected, s.RejectedTotal)
+	}
+	if s.Success.P50 != 1500 || s.Success.P99 != 2000 || s.Success.Count != 16 {
+		t.Errorf("success latency = %+v", s.Success)
+	}
+	if s.Within == nil || s.Within.BoundMs != 1000 {
+		t.Errorf("within = %+v", s.Within)
+	}
+	pt := r.Policies[0].Series[0]
+	if pt.TS != 1 || pt.P99Ms != 250 || pt.Limit != 5 || pt.InFlight != 4 {
+		t.Errorf("point = %+v", pt)
+	}
+	if r2 := FromSim(sc, res, 0); r2.Policies[0].Summary.Within != nil {
+		t.Error("within set without a bound")
+	}
+}
