@@ -1,0 +1,308 @@
+package rate
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func mustBucket(t testing.TB, cfg Config) *Bucket {
+	t.Helper()
+	b, err := NewBucket(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestNewBucketErrors(t *testing.T) {
+	tests := []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{Rate: -1}, "Config.Rate"},
+		{Config{Rate: math.NaN()}, "Config.Rate"},
+		{Config{Rate: math.Inf(-1)}, "Config.Rate"},
+		{Config{Rate: 1, Burst: -1}, "Config.Burst"},
+		{Config{Rate: 1, Burst: 1, MaxWait: -time.Second}, "Config.MaxWait"},
+	}
+	for _, tt := range tests {
+		_, err := NewBucket(tt.cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("NewBucket(%+v) = %v, want an ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
+		}
+	}
+	b := mustBucket(t, Config{Rate: 1, Burst: 1})
+	if err := b.SetRate(math.NaN()); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("SetRate(NaN) = %v", err)
+	}
+	if err := b.SetBurst(-3); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("SetBurst(-3) = %v", err)
+	}
+	if err := b.SetMaxWait(-1); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("SetMaxWait(-1) = %v", err)
+	}
+	if got := b.Config(); got != (Config{Rate: 1, Burst: 1}) {
+		t.Errorf("a rejected setter changed the config: %+v", got)
+	}
+}
+
+// admitted counts AllowAt(·, n) successes for calls spaced step apart
+// starting at t0.
+func admitted(b *Bucket, calls int, step time.Duration, n int) int {
+	got := 0
+	for i := range calls {
+		if b.AllowAt(t0.Add(time.Duration(i)*step), n) {
+			got++
+		}
+	}
+	return got
+}
+
+func TestAllowEdges(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		calls int
+		step  time.Duration
+		n     int
+		want  int
+	}{
+		{"burst at once", Config{Rate: 10, Burst: 5}, 100, 0, 1, 5},
+		{"rate over a second", Config{Rate: 10, Burst: 1}, 1000, time.Millisecond, 1, 10},
+		{"rate 0: burst in total", Config{Rate: 0, Burst: 3}, 1000, time.Hour, 1, 3},
+		{"burst 0: nothing", Config{Rate: 1e6, Burst: 0}, 1000, time.Second, 1, 0},
+		{"Inf: everything, burst ignored", Config{Rate: Inf, Burst: 0}, 1000, 0, 1, 1000},
+		{"+Inf", Config{Rate: math.Inf(1)}, 10, 0, 1 << 40, 10},
+		{"n > burst: never", Config{Rate: 1e9, Burst: 4}, 100, time.Second, 5, 0},
+		{"n == burst", Config{Rate: 1, Burst: 4}, 9, time.Second, 4, 3},
+		{"n 0 takes nothing", Config{Rate: 0, Burst: 0}, 10, 0, 0, 10},
+		{"n negative takes nothing", Config{Rate: 0, Burst: 0}, 10, 0, -7, 10},
+		{"1e-9/s: one per 31 years", Config{Rate: 1e-9, Burst: 1}, 100, 100 * 24 * time.Hour, 1, 1},
+		{"tiny rate never jams open", Config{Rate: 1e-300, Burst: 2}, 1000, 1000 * time.Hour, 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := mustBucket(t, tt.cfg)
+			if got := admitted(b, tt.calls, tt.step, tt.n); got != tt.want {
+				t.Fatalf("admitted %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// At rates above 1e9/s a token costs less than a nanosecond. The bucket
+// must neither jam open (a 0-cost token) nor shut (1 ns per token).
+func TestHugeRates(t *testing.T) {
+	for _, r := range []float64{2e9, 1e10, 3.3e11} {
+		burst := int(r/1e9) + 1 // room for the tokens of one nanosecond
+		b := mustBucket(t, Config{Rate: r, Burst: burst})
+		want := float64(burst) + r*999e-9 // full at the first call, then 999 ns of refill
+		got := 0
+		for ns := range 1000 { // a call every nanosecond for 1 µs, as many as admitted
+			at := t0.Add(time.Duration(ns + 1))
+			for b.AllowAt(at, 1) {
+				got++
+				if float64(got) > want*(1+1.0/(1<<16))+1 {
+					t.Fatalf("rate %g: jammed open, %d admitted in 1 µs", r, got)
+				}
+			}
+		}
+		if math.Abs(float64(got)-want) > want/(1<<16)+1 {
+			t.Errorf("rate %g: %d admitted in 1 µs, want %.0f", r, got, want)
+		}
+	}
+}
+
+func TestTimeGoingBack(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 1, Burst: 2})
+	if !b.AllowAt(t0.Add(10*time.Second), 2) {
+		t.Fatal("full bucket rejected")
+	}
+	// An earlier time sees fewer tokens, never a fresh bucket.
+	for _, back := range []time.Duration{time.Second, time.Hour, 100 * 365 * 24 * time.Hour} {
+		if b.AllowAt(t0.Add(10*time.Second-back), 1) {
+			t.Fatalf("admitted %v in the past", back)
+		}
+	}
+	if got := b.TokensAt(t0.Add(9 * time.Second)); got != -1 {
+		t.Errorf("tokens a second back = %v, want -1", got)
+	}
+	if !b.AllowAt(t0.Add(11*time.Second), 1) || b.AllowAt(t0.Add(11*time.Second), 1) {
+		t.Fatal("refill after the clock came back is wrong")
+	}
+}
+
+// Times far apart move the internal base; no tokens are made or lost.
+func TestFarTimes(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 1e12, Burst: 1e6}) // shift 26: rebase every ~34 s
+	for _, at := range []time.Time{time.Unix(0, 0), t0, t0.Add(time.Minute), t0.Add(24 * time.Hour), t0.Add(200 * 365 * 24 * time.Hour)} {
+		if !b.AllowAt(at, 1e6) {
+			t.Fatalf("at %v: full bucket rejected", at)
+		}
+		if b.AllowAt(at, 1) {
+			t.Fatalf("at %v: empty bucket admitted", at)
+		}
+		if got := b.TokensAt(at.Add(500 * time.Nanosecond)); math.Abs(got-5e5) > 5e5/(1<<16) {
+			t.Fatalf("at %v: tokens after 500 ns = %v, want 5e5", at, got)
+		}
+	}
+}
+
+func TestSetRateKeepsTokens(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 10, Burst: 10})
+	if !b.AllowAt(t0, 10) {
+		t.Fatal("full bucket rejected")
+	}
+	at := t0.Add(500 * time.Millisecond) // 5 tokens
+	if err := b.SetRateAt(at, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.TokensAt(at); got != 5 {
+		t.Fatalf("tokens after SetRate = %v, want 5", got)
+	}
+	if got := b.TokensAt(at.Add(30 * time.Millisecond)); math.Abs(got-8) > 1e-9 {
+		t.Fatalf("refill at the new rate: %v, want 8", got)
+	}
+	if err := b.SetBurstAt(at, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.TokensAt(at); got != 2 {
+		t.Fatalf("tokens after SetBurst(2) = %v, want 2", got)
+	}
+	if err := b.SetRateAt(at, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !b.AllowAt(at.Add(time.Hour), 2) || b.AllowAt(at.Add(time.Hour), 1) {
+		t.Fatal("rate 0 refilled")
+	}
+	if err := b.SetRateAt(at, Inf); err != nil {
+		t.Fatal(err)
+	}
+	if !b.AllowAt(at, 1<<30) {
+		t.Fatal("Inf rejected")
+	}
+	if err := b.SetRateAt(at, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.TokensAt(at); got != 2 {
+		t.Fatalf("leaving Inf: tokens %v, want a full bucket (2)", got)
+	}
+}
+
+// A debt (reservations waiting) survives a rate change in tokens.
+func TestSetRateKeepsDebt(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 10, Burst: 1})
+	b.AllowAt(t0, 1)
+	r, ok := b.ReserveAt(t0, 1, time.Second)
+	if !ok || r.Delay() != 100*time.Millisecond {
+		t.Fatalf("reserve: %v %v", r.Delay(), ok)
+	}
+	if err := b.SetRateAt(t0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.TokensAt(t0); got != -1 {
+		t.Fatalf("debt after SetRate = %v, want -1", got)
+	}
+	r.Cancel()
+	r.Cancel() // a second Cancel does nothing
+	if got := b.TokensAt(t0); got != 0 {
+		t.Fatalf("after Cancel: %v, want 0", got)
+	}
+}
+
+func TestZeroBucket(t *testing.T) {
+	var b Bucket
+	if b.Allow() || b.AllowAt(time.Time{}, 1) || b.AllowN(1) {
+		t.Fatal("zero Bucket admitted")
+	}
+	if r, ok := b.Reserve(1, time.Hour); ok || r.Reason() != sluice.ReasonTooLarge {
+		t.Fatalf("zero Bucket reserve: %v %v", ok, r.Reason())
+	}
+	// Configured by setters, a zero Bucket starts empty: rate 0 has no
+	// tokens to carry over.
+	if err := b.SetBurstAt(t0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetRateAt(t0, 1e3); err != nil {
+		t.Fatal(err)
+	}
+	if b.AllowAt(t0, 1) || !b.AllowAt(t0.Add(time.Millisecond), 1) {
+		t.Fatal("configured zero Bucket: wrong refill")
+	}
+	if got := b.Stats(); got.Admitted != 1 || got.Rejected[sluice.ReasonTooLarge] != 4 || got.Rejected[sluice.ReasonRate] != 1 || got.Limit != 1e3 {
+		t.Fatalf("stats %+v", got)
+	}
+}
+
+func TestReserveAt(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 10, Burst: 2})
+	if r, ok := b.ReserveAt(t0, 3, time.Hour); ok || r.Reason() != sluice.ReasonTooLarge || r.Delay() != -1 {
+		t.Fatalf("n > burst: %v %v %v", ok, r.Reason(), r.Delay())
+	}
+	r1, ok := b.ReserveAt(t0, 2, 0)
+	if !ok || r1.Delay() != 0 || r1.Tokens() != 2 {
+		t.Fatalf("full bucket: %v %v", ok, r1.Delay())
+	}
+	r2, ok := b.ReserveAt(t0, 1, 100*time.Millisecond)
+	if !ok || r2.Delay() != 100*time.Millisecond {
+		t.Fatalf("wait one token: %v %v", ok, r2.Delay())
+	}
+	r3, ok := b.ReserveAt(t0, 1, 150*time.Millisecond)
+	if ok || r3.Reason() != sluice.ReasonRate || r3.Delay() != 200*time.Millisecond {
+		t.Fatalf("beyond maxWait: %v %v %v", ok, r3.Reason(), r3.Delay())
+	}
+	r3.Cancel() // cancelling a failed reservation gives nothing
+	if got := b.TokensAt(t0); got != -1 {
+		t.Fatalf("a failed reservation changed the bucket: %v", got)
+	}
+	r2.Cancel()
+	r1.Cancel()
+	if got := b.TokensAt(t0); got != 2 {
+		t.Fatalf("after cancelling all: %v tokens, want 2", got)
+	}
+	z := mustBucket(t, Config{Rate: 0, Burst: 1})
+	z.AllowAt(t0, 1)
+	if r, ok := z.ReserveAt(t0, 1, time.Hour); ok || r.Reason() != sluice.ReasonRate || r.Delay() != -1 {
+		t.Fatalf("rate 0, empty: %v %v %v", ok, r.Reason(), r.Delay())
+	}
+}
+
+func TestTryAcquire(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 4, Burst: 1})
+	p, err := b.TryAcquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TryAcquire()
+	ra, _ := sluice.RetryAfter(err)
+	if !errors.Is(err, sluice.ErrRateLimited) || ra <= 200*time.Millisecond || ra > 250*time.Millisecond {
+		t.Fatalf("second TryAcquire: %v (retry after %v)", err, ra)
+	}
+	p.Cancel() // refunds: the next one is admitted
+	if _, err := b.TryAcquire(); err != nil {
+		t.Fatalf("after Cancel: %v", err)
+	}
+	p2, _ := b.TryAcquire()
+	p2.Release(sluice.Success, time.Millisecond) // nothing to give back
+	s := b.Stats()
+	if s.Admitted != 2 || s.Rejected[sluice.ReasonRate] != 2 || s.Limit != 4 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestAllowDoesNotAllocate(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 1e6, Burst: 10})
+	if n := testing.AllocsPerRun(1000, func() { b.Allow() }); n != 0 {
+		t.Errorf("Allow allocates %v per call", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() { r, _ := b.ReserveAt(t0, 1, time.Second); r.Cancel() }); n != 0 {
+		t.Errorf("ReserveAt+Cancel allocates %v per call", n)
+	}
+}

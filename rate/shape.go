@@ -1,0 +1,141 @@
+package rate
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clock"
+)
+
+// Reader shapes the bytes read through it to the rate of a Bucket, one
+// token per byte. Make one with NewReader or NewReaderContext.
+type Reader struct {
+	ctx context.Context
+	r   io.Reader
+	b   *Bucket
+}
+
+// NewReader returns a Reader that reads from r no faster than b's rate in
+// bytes per second. Share b between readers to shape their total.
+func NewReader(r io.Reader, b *Bucket) *Reader {
+	return NewReaderContext(context.Background(), r, b)
+}
+
+// NewReaderContext is NewReader whose waits end when ctx is done.
+func NewReaderContext(ctx context.Context, r io.Reader, b *Bucket) *Reader {
+	return &Reader{ctx: ctx, r: r, b: b}
+}
+
+// Read reads at most burst bytes from the underlying reader, then waits
+// until the bucket has paid for the bytes it got. Paying after the read
+// means that a reader blocked on an idle source holds no tokens that other
+// users of a shared bucket could use. If ctx is done while waiting, Read
+// returns the bytes together with ctx.Err(); they stay paid for.
+func (r *Reader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	c, err := chunk(r.b, len(p))
+	if err != nil {
+		return 0, err
+	}
+	n, rerr := r.r.Read(p[:c])
+	if n > 0 {
+		if werr := r.b.pay(r.ctx, n); werr != nil && rerr == nil {
+			rerr = werr
+		}
+	}
+	return n, rerr
+}
+
+// Writer shapes the bytes written through it to the rate of a Bucket, one
+// token per byte. Make one with NewWriter or NewWriterContext.
+type Writer struct {
+	ctx context.Context
+	w   io.Writer
+	b   *Bucket
+}
+
+// NewWriter returns a Writer that writes to w no faster than b's rate in
+// bytes per second, in chunks of at most b's burst.
+func NewWriter(w io.Writer, b *Bucket) *Writer {
+	return NewWriterContext(context.Background(), w, b)
+}
+
+// NewWriterContext is NewWriter whose waits obey ctx, as WaitN does: a
+// chunk whose tokens would come after ctx's deadline (or the bucket's
+// MaxWait) fails at once.
+func NewWriterContext(ctx context.Context, w io.Writer, b *Bucket) *Writer {
+	return &Writer{ctx: ctx, w: w, b: b}
+}
+
+// Write waits for the tokens of each chunk of at most burst bytes, then
+// writes it. It returns the bytes written and the first error: a rejection
+// or ctx.Err() from waiting (that chunk is not written), or the underlying
+// writer's error (the tokens of the bytes it did not write are given back).
+func (w *Writer) Write(p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		c, err := chunk(w.b, len(p)-written)
+		if err != nil {
+			return written, err
+		}
+		taken, err := w.b.wait(w.ctx, c)
+		if err != nil {
+			return written, err
+		}
+		n, err := w.w.Write(p[written : written+c])
+		written += n
+		if n < c {
+			w.b.give(min(taken, c-max(n, 0)))
+			if err == nil {
+				err = io.ErrShortWrite
+			}
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// chunk is how many of want bytes to move at once: at most the burst, so
+// that every chunk can be paid for.
+func chunk(b *Bucket, want int) (int, error) {
+	s, _ := b.load()
+	if s.mode == modeInf || int64(want) <= s.burst {
+		return want, nil
+	}
+	if s.burst == 0 {
+		b.c.Reject(sluice.ReasonTooLarge)
+		return 0, sluice.Reject(sluice.ReasonTooLarge, 0)
+	}
+	return int(s.burst), nil
+}
+
+// pay takes n tokens for bytes already moved: it waits however long that
+// takes (the bytes are gone, failing would not help), until ctx is done.
+func (b *Bucket) pay(ctx context.Context, n int) error {
+	d, _, ok := b.takeNanos(clock.Nanos(), n, time.Duration(1<<63-1))
+	if !ok {
+		reason := b.reasonFor(n)
+		b.c.Reject(reason)
+		return sluice.Reject(reason, 0)
+	}
+	b.c.Admit()
+	if d <= 0 {
+		return nil
+	}
+	b.waiting.Add(1)
+	defer b.waiting.Add(-1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
