@@ -28,6 +28,10 @@ func (l *Limiter) acquireSlow(ctx context.Context) (sluice.Permit, error) {
 	l.mu.Lock()
 	l.enter()
 	a := l.core.arrive(now, deadline)
+	// Dispatch before registering the newcomer: a LIFO queue may have
+	// dropped its oldest waiter to make room, and the newcomer may reuse
+	// that waiter's slot.
+	l.dispatch()
 	var w *waiter
 	if a.Verdict == Queued {
 		w = l.getWaiter()
@@ -37,7 +41,6 @@ func (l *Limiter) acquireSlow(ctx context.Context) (sluice.Permit, error) {
 		}
 		l.waiters[i] = w
 	}
-	l.dispatch()
 	l.leave()
 	l.mu.Unlock()
 	if w == nil {
@@ -102,23 +105,21 @@ func (l *Limiter) acquireSlow(ctx context.Context) (sluice.Permit, error) {
 func (l *Limiter) finish(w *waiter, e Event) (sluice.Permit, error) {
 	l.putWaiter(w)
 	if e.Admitted {
+		l.counters.Admit()
 		return sluice.NewPermit((*releaser)(l), e.Token), nil
 	}
+	l.counters.Reject(e.Reason)
 	return sluice.Permit{}, sluice.Reject(e.Reason, e.RetryAfter)
 }
 
-// dispatch delivers the Core's last Events to their waiters and counts
-// them. Call with mu held.
+// dispatch delivers the Core's last Events to their waiters. Call with mu
+// held. The waiters count them, so that a permit granted to a caller whose
+// context ended at the same moment counts as neither.
 func (l *Limiter) dispatch() {
 	for _, e := range l.core.events {
 		i := e.Waiter.index()
 		w := l.waiters[i]
 		l.waiters[i] = nil
-		if e.Admitted {
-			l.counters.Admit()
-		} else {
-			l.counters.Reject(e.Reason)
-		}
 		w.ch <- e
 	}
 	l.core.events = l.core.events[:0]

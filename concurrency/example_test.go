@@ -1,0 +1,84 @@
+package concurrency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+func Example() {
+	l, err := concurrency.New(concurrency.Config{
+		Limit:      2,
+		MaxQueue:   10,
+		MaxWait:    50 * time.Millisecond,
+		Discipline: concurrency.AdaptiveLIFO,
+	})
+	if err != nil {
+		panic(err)
+	}
+	p, err := l.Acquire(context.Background())
+	if err != nil {
+		fmt.Println("rejected:", err) // a *sluice.RejectError: shed, queue full, …
+		return
+	}
+	start := time.Now()
+	// ... do the work ...
+	p.Release(sluice.Success, time.Since(start))
+	fmt.Println("admitted:", l.Stats().Admitted)
+	// Output: admitted: 1
+}
+
+func ExampleNew() {
+	_, err := concurrency.New(concurrency.Config{Limit: 0})
+	fmt.Println(errors.Is(err, concurrency.ErrInvalidConfig))
+	fmt.Println(err)
+	// Output:
+	// true
+	// concurrency: invalid config: Limit = 0, want 1 to 2147483647
+}
+
+func ExampleLimiter_TryAcquire() {
+	l, _ := concurrency.New(concurrency.Config{Limit: 1})
+	p, _ := l.TryAcquire()
+	_, err := l.TryAcquire()
+	fmt.Println(errors.Is(err, sluice.ErrLimited), sluice.ReasonOf(err))
+	p.Release(sluice.Success, time.Millisecond)
+	p, err = l.TryAcquire()
+	fmt.Println(err)
+	p.Cancel() // the work never ran
+	// Output:
+	// true limit
+	// <nil>
+}
+
+func ExampleLimiter_SetLimit() {
+	l, _ := concurrency.New(concurrency.Config{Limit: 1})
+	p1, _ := l.TryAcquire()
+	if err := l.SetLimit(2); err != nil {
+		panic(err)
+	}
+	p2, err := l.TryAcquire()
+	fmt.Println("after growing:", err)
+	_ = l.SetLimit(1) // held permits are never revoked
+	s := l.Stats()
+	fmt.Println("limit", s.Limit, "in flight", s.InFlight)
+	p1.Release(sluice.Success, 0)
+	p2.Release(sluice.Success, 0)
+	// Output:
+	// after growing: <nil>
+	// limit 1 in flight 2
+}
+
+func ExampleLimiter_Acquire() {
+	l, _ := concurrency.New(concurrency.Config{Limit: 1, MaxQueue: 1, MaxWait: 10 * time.Millisecond})
+	held, _ := l.Acquire(context.Background())
+	// The next caller queues, and gives up after MaxWait.
+	_, err := l.Acquire(context.Background())
+	fmt.Println(errors.Is(err, sluice.ErrQueueTimeout))
+	held.Release(sluice.Success, 0)
+	// Output: true
+}
