@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
 
 // Scenario is one experiment: a modeled origin, an open-loop load and the
 // policies to compare in front of it. Each policy runs against its own copy
@@ -187,17 +191,6 @@ const (
 	Ticker PolicyKind = "ticker"
 )
 
-// Discipline is the order a concurrency limiter's queue is served in.
-type Discipline string
-
-// The queue disciplines.
-const (
-	FIFO         Discipline = "fifo"
-	LIFO         Discipline = "lifo"
-	CoDel        Discipline = "codel"         // FIFO, shedding a standing queue
-	AdaptiveLIFO Discipline = "adaptive-lifo" // CoDel, served LIFO under load
-)
-
 // AlgorithmKind names an adaptive limit algorithm.
 type AlgorithmKind string
 
@@ -227,8 +220,11 @@ type Policy struct {
 	// Algorithm is the adaptive algorithm. Default gradient2.
 	Algorithm AlgorithmKind `yaml:"algorithm" json:"algorithm"`
 	// Backoff is AIMD's multiplicative decrease on a drop, in (0, 1).
-	// Default: the algorithm's own.
+	// Default: the algorithm's own (0.75).
 	Backoff float64 `yaml:"backoff" json:"backoff"`
+	// Timeout makes AIMD treat a success slower than it as a drop.
+	// Default 0: only drops back off.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 
 	// Queue is the most requests waiting for admission: 0 rejects at once,
 	// Unbounded (-1) never rejects for length. Default 0.
@@ -236,8 +232,9 @@ type Policy struct {
 	// MaxWait is the longest a request waits for admission; 0: no limit
 	// other than its own deadline.
 	MaxWait time.Duration `yaml:"max_wait" json:"max_wait"`
-	// Discipline orders the queue. Default fifo.
-	Discipline Discipline `yaml:"discipline" json:"discipline"`
+	// Discipline orders the queue: fifo (default), lifo, codel or
+	// adaptive_lifo (concurrency.Discipline's names).
+	Discipline concurrency.Discipline `yaml:"discipline" json:"discipline"`
 	// CoDelTarget and CoDelInterval tune the codel and adaptive-lifo
 	// disciplines. Defaults: the concurrency package's (5 ms and 100 ms).
 	CoDelTarget   time.Duration `yaml:"codel_target" json:"codel_target"`

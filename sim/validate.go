@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
 )
 
 // ErrInvalid is matched (errors.Is) by every scenario validation error.
@@ -230,8 +232,14 @@ func (p *Policy) validate(f string) error {
 	default:
 		return bad(f+".kind", "unknown policy %q (none, concurrency, adaptive, token-bucket, ticker)", p.Kind)
 	}
-	if p.Kind != Adaptive && (p.Algorithm != "" || p.MinLimit != 0 || p.MaxLimit != 0 || p.Backoff != 0) {
-		return bad(f+".algorithm", "algorithm, min_limit, max_limit and backoff apply only to adaptive")
+	if p.Kind != Adaptive && (p.Algorithm != "" || p.MinLimit != 0 || p.MaxLimit != 0 || p.Backoff != 0 || p.Timeout != 0) {
+		return bad(f+".algorithm", "algorithm, min_limit, max_limit, backoff and timeout apply only to adaptive")
+	}
+	if p.Timeout < 0 {
+		return bad(f+".timeout", "must be >= 0, got %v", p.Timeout)
+	}
+	if p.Kind == Adaptive && p.Algorithm != AIMD && (p.Backoff != 0 || p.Timeout != 0) {
+		return bad(f+".backoff", "backoff and timeout apply only to the aimd algorithm")
 	}
 	if p.Kind != Concurrency && p.Kind != Adaptive && p.Limit != 0 {
 		return bad(f+".limit", "applies only to concurrency and adaptive")
@@ -251,18 +259,16 @@ func (p *Policy) validate(f string) error {
 	if p.Kind == TokenBucket && p.Queue != 0 {
 		return bad(f+".queue", "does not apply to token-bucket (set max_wait to wait for a token)")
 	}
-	switch p.Discipline {
-	case "", FIFO, LIFO, CoDel, AdaptiveLIFO:
-	default:
-		return bad(f+".discipline", "unknown discipline %q (fifo, lifo, codel, adaptive-lifo)", p.Discipline)
+	if _, err := p.Discipline.MarshalText(); err != nil {
+		return bad(f+".discipline", "unknown discipline %d (fifo, lifo, codel, adaptive_lifo)", p.Discipline)
 	}
-	if !queueing && p.Discipline != "" {
+	if !queueing && p.Discipline != concurrency.FIFO {
 		return bad(f+".discipline", "applies only to concurrency and adaptive")
 	}
 	if p.CoDelTarget < 0 || p.CoDelInterval < 0 {
 		return bad(f+".codel_target", "codel_target and codel_interval must be >= 0")
 	}
-	if (p.CoDelTarget != 0 || p.CoDelInterval != 0) && p.Discipline != CoDel && p.Discipline != AdaptiveLIFO {
+	if (p.CoDelTarget != 0 || p.CoDelInterval != 0) && p.Discipline != concurrency.CoDel && p.Discipline != concurrency.AdaptiveLIFO {
 		return bad(f+".codel_target", "applies only to the codel and adaptive-lifo disciplines")
 	}
 	return nil

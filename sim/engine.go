@@ -1,0 +1,326 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clock"
+)
+
+const never = math.MaxInt64
+
+// request is one attempt. Requests live in a pool (engine.reqs) and are
+// named by index, so a run allocates only while the pool grows to its peak.
+type request struct {
+	gen      uint32
+	attempt  uint16
+	waiting  bool // queued in the policy
+	holding  bool // admitted by the policy, permit not yet released
+	clientOK bool // the client still waits for this attempt
+	oqueued  bool // in the origin's queue
+	answered bool // the origin already answered (its timeout); still busy
+	sent     int64
+	deadline int64 // never: no deadline
+	admitted int64
+	token    uint64 // the policy's permit token
+	handle   uint64 // the policy's waiter handle
+}
+
+// engine runs one policy against a fresh origin in virtual time (ns since
+// the start of the run).
+type engine struct {
+	sc   *Scenario
+	now  int64
+	end  int64
+	h    eventHeap
+	seq  uint64
+	reqs []request
+	free []int32
+
+	rngArr, rngSvc, rngRetry *rand.Rand
+
+	pol  policy
+	org  origin
+	arr  arrivals
+	m    metrics
+	base int64 // clock nanos of virtual time 0, for the decision code
+
+	timeout     int64 // client deadline, 0: none
+	clientCap   int
+	clientBusy  int
+	retryTokens float64
+	inFlight    int // admitted by the policy, not yet released
+	simulated   int64
+
+	wakePending bool
+	wakeAt      int64
+}
+
+func newEngine(sc *Scenario, pi int) (*engine, error) {
+	interval := sc.Interval
+	if interval == 0 {
+		interval = time.Second
+	}
+	e := &engine{
+		sc:        sc,
+		end:       int64(sc.Duration),
+		rngArr:    rand.New(rand.NewPCG(sc.Seed, 1)),
+		rngSvc:    rand.New(rand.NewPCG(sc.Seed, 2)),
+		rngRetry:  rand.New(rand.NewPCG(sc.Seed, 3)),
+		arr:       newArrivals(&sc.Load),
+		m:         newMetrics(int64(sc.Warmup), int(sc.Duration/interval)+1),
+		timeout:   int64(sc.Load.Timeout),
+		clientCap: sc.Load.ClientWorkers,
+	}
+	e.org = newOrigin(&sc.Origin)
+	e.m.capacity(0, e.org.capacity())
+	pol, err := newPolicy(e, &sc.Policies[pi])
+	if err != nil {
+		return nil, err
+	}
+	e.pol = pol
+	// The decision code keeps time as clock nanos; virtual 0 maps to a
+	// moment after the policy was built, so a rate bucket starts full.
+	e.base = clock.Nanos() + int64(time.Second)
+
+	for t := int64(interval); ; t += int64(interval) {
+		if t >= e.end {
+			e.schedule(e.end, evTick, 0, 0)
+			break
+		}
+		e.schedule(t, evTick, 0, 0)
+	}
+	for i, c := range sc.Origin.Changes {
+		e.schedule(int64(c.At), evChange, int32(i), 0)
+	}
+	if b := sc.Load.Bursts; b.Size > 0 {
+		e.schedule(int64(b.At), evBurst, 0, 0)
+	}
+	e.nextArrival()
+	return e, nil
+}
+
+// t converts virtual time to the time.Time the decision code takes.
+func (e *engine) t(v int64) time.Time { return clock.ToTime(e.base + v) }
+
+func (e *engine) schedule(at int64, k evKind, id int32, gen uint32) {
+	e.seq++
+	e.h.push(event{at: at, seq: e.seq, id: id, gen: gen, kind: k})
+}
+
+// wake asks for the policy's wake method to be called at at (or earlier).
+func (e *engine) wake(at int64) {
+	if e.wakePending && e.wakeAt <= at {
+		return
+	}
+	e.wakePending, e.wakeAt = true, at
+	e.schedule(max(at, e.now), evWake, 0, 0)
+}
+
+func (e *engine) run() {
+	for len(e.h) > 0 && e.h[0].at <= e.end {
+		ev := e.h.pop()
+		e.now = ev.at
+		switch ev.kind {
+		case evArrival:
+			e.send(0)
+			e.nextArrival()
+		case evBurst:
+			b := e.sc.Load.Bursts
+			for range b.Size {
+				e.send(0)
+			}
+			if n := int(ev.id) + 1; n < b.Count {
+				e.schedule(int64(b.At)+int64(n)*int64(b.Every), evBurst, int32(n), 0)
+			}
+		case evWake:
+			if ev.at == e.wakeAt {
+				e.wakePending = false
+			}
+			e.pol.wake(e.now)
+		case evTick:
+			e.tick()
+		case evChange:
+			e.org.change(e, &e.sc.Origin.Changes[ev.id])
+		default:
+			if r := &e.reqs[ev.id]; r.gen == ev.gen {
+				e.fire(ev.kind, ev.id, r)
+			}
+		}
+	}
+}
+
+func (e *engine) fire(k evKind, id int32, r *request) {
+	switch k {
+	case evRetry:
+		e.start(id, r)
+	case evDeadline:
+		e.giveUp(id, r)
+	case evComplete:
+		e.org.complete(e, id, r)
+	case evOriginTimeout:
+		e.org.timeout(e, id, r)
+	case evRefuse:
+		e.answer(id, r, cRefused)
+	case evGrant:
+		e.pol.(*bucketPolicy).grant(e.now, id, r)
+	}
+}
+
+func (e *engine) nextArrival() {
+	t, ok := e.arr.next(e.rngArr)
+	if !ok || t*1e9 > float64(e.end) {
+		return
+	}
+	e.schedule(int64(t*1e9), evArrival, 0, 0)
+}
+
+func (e *engine) alloc() (int32, *request) {
+	var id int32
+	if n := len(e.free); n > 0 {
+		id = e.free[n-1]
+		e.free = e.free[:n-1]
+	} else {
+		e.reqs = append(e.reqs, request{})
+		id = int32(len(e.reqs) - 1)
+	}
+	r := &e.reqs[id]
+	*r = request{gen: r.gen + 1}
+	return id, r
+}
+
+// release returns the slot once neither the client, the policy nor the
+// origin holds the request.
+func (e *engine) maybeFree(id int32, r *request) {
+	if r.clientOK || r.waiting || r.holding || r.oqueued || r.answered {
+		return
+	}
+	r.gen++
+	e.free = append(e.free, id)
+}
+
+// send is a first attempt, due now.
+func (e *engine) send(attempt uint16) {
+	if e.clientCap > 0 && e.clientBusy >= e.clientCap {
+		e.m.inc(e.now, cUnsent)
+		return
+	}
+	e.clientBusy++
+	if attempt == 0 {
+		e.retryTokens = min(e.retryTokens+e.sc.Load.Retries.Budget, 10)
+	}
+	id, r := e.alloc()
+	r.attempt = attempt
+	e.start(id, r)
+}
+
+// start sends attempt id now: it sets its deadline and asks the policy.
+func (e *engine) start(id int32, r *request) {
+	e.simulated++
+	e.m.inc(e.now, cSent)
+	r.clientOK = true
+	r.sent = e.now
+	r.deadline = never
+	if e.timeout > 0 {
+		r.deadline = e.now + e.timeout
+		e.schedule(r.deadline, evDeadline, id, r.gen)
+	}
+	e.pol.arrive(e.now, id, r)
+}
+
+// admit is the policy's grant: the request goes to the origin.
+func (e *engine) admit(id int32, r *request, token uint64) {
+	r.waiting = false
+	r.holding = true
+	r.token = token
+	r.admitted = e.now
+	e.inFlight++
+	e.m.admitted(e.now, e.now-r.sent)
+	e.org.submit(e, id, r)
+}
+
+// reject is the policy's refusal.
+func (e *engine) reject(id int32, r *request, reason sluice.Reason) {
+	r.waiting = false
+	e.m.reject(e.now, reason, e.now-r.sent)
+	e.fail(id, r)
+}
+
+// answer is the origin's response to a request that held a permit: a
+// success if the client still waits, otherwise the counter c.
+func (e *engine) answer(id int32, r *request, c int) {
+	o := sluice.Dropped
+	if c == cCompleted {
+		e.m.inc(e.now, cCompleted)
+		if r.answered {
+			r.answered = false
+			e.m.inc(e.now, cWasted)
+			e.maybeFree(id, r)
+			return // released at the origin's timeout
+		}
+		if r.clientOK {
+			o = sluice.Success
+			e.m.success(e.now, e.now-r.sent)
+			r.clientOK = false
+			e.clientBusy--
+		} else {
+			e.m.inc(e.now, cWasted)
+		}
+	} else {
+		e.m.inc(e.now, c)
+		if r.clientOK {
+			e.fail(id, r)
+		}
+	}
+	r.holding = false
+	e.inFlight--
+	e.pol.release(e.now, id, r, o, e.now-r.admitted)
+	e.maybeFree(id, r)
+}
+
+// giveUp is the client's deadline: it stops waiting.
+func (e *engine) giveUp(id int32, r *request) {
+	if !r.clientOK {
+		return
+	}
+	e.m.inc(e.now, cTimeout)
+	if r.waiting {
+		r.waiting = false
+		e.pol.cancel(e.now, id, r)
+	}
+	e.fail(id, r)
+}
+
+// fail ends the client's wait for r unsuccessfully and retries if allowed.
+func (e *engine) fail(id int32, r *request) {
+	r.clientOK = false
+	rt := e.sc.Load.Retries
+	if int(r.attempt) < rt.Max && (rt.Budget == 0 || e.retryTokens >= 1) {
+		if rt.Budget > 0 {
+			e.retryTokens--
+		}
+		e.m.inc(e.now, cRetry)
+		nid, nr := e.alloc()
+		nr.attempt = r.attempt + 1
+		nr.clientOK = true // holds the client worker through the backoff
+		var wait int64
+		if rt.Backoff > 0 {
+			wait = int64(e.rngRetry.Float64() * float64(rt.Backoff) * float64(uint64(1)<<min(r.attempt, 30)))
+		}
+		e.schedule(e.now+wait, evRetry, nid, nr.gen)
+	} else {
+		e.clientBusy--
+	}
+	e.maybeFree(id, r)
+}
+
+func (e *engine) tick() {
+	p := e.m.tick(e.now)
+	p.Limit = e.pol.limit()
+	p.InFlight = e.inFlight
+	p.Queued = e.pol.queued()
+	p.OriginBusy = e.org.busy
+	p.OriginQ = e.org.live
+}

@@ -1,0 +1,81 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// segment is a piece of the rate schedule: rate(t) = a + b·(t − start) for
+// t in [start, end), times in seconds.
+type segment struct{ start, end, a, b float64 }
+
+// arrivals generates open-loop arrival times for a piecewise-constant or
+// piecewise-linear rate by inverting the cumulative intensity: the next
+// arrival is where the integral of the rate since the last one reaches 1
+// (constant arrivals) or an Exp(1) draw (Poisson arrivals, which makes a
+// non-homogeneous Poisson process exact even on a ramp).
+type arrivals struct {
+	segs    []segment
+	seg     int
+	t       float64 // seconds, the last arrival
+	poisson bool
+	started bool
+}
+
+func newArrivals(l *Load) arrivals {
+	g := arrivals{poisson: l.Arrivals == PoissonArrivals}
+	type corner struct{ t, r float64 }
+	cs := []corner{{0, l.Rate}}
+	for _, st := range l.Steps {
+		cs = append(cs, corner{st.At.Seconds(), st.Rate})
+	}
+	for i, c := range cs {
+		s := segment{start: c.t, end: math.Inf(1), a: c.r}
+		if i+1 < len(cs) {
+			s.end = cs[i+1].t
+			if l.Ramp {
+				s.b = (cs[i+1].r - c.r) / (s.end - s.start)
+			}
+		}
+		g.segs = append(g.segs, s)
+	}
+	return g
+}
+
+// next returns the next arrival time in seconds, or false when the rate is
+// zero from now on.
+func (g *arrivals) next(rng *rand.Rand) (float64, bool) {
+	m := 1.0
+	switch {
+	case g.poisson:
+		m = rng.ExpFloat64()
+	case !g.started && g.segs[0].a > 0:
+		m = 0 // constant arrivals start at time 0
+	}
+	g.started = true
+	for g.seg < len(g.segs) {
+		s := g.segs[g.seg]
+		ra := max(s.a+s.b*(g.t-s.start), 0) // the rate now
+		rem := math.Inf(1)
+		if !math.IsInf(s.end, 1) {
+			dt := s.end - g.t
+			rem = ra*dt + s.b*dt*dt/2
+		} else if ra == 0 {
+			rem = 0
+		}
+		if m <= rem && (ra > 0 || s.b > 0) {
+			if m > 0 {
+				// Solve b/2·x² + ra·x = m in the form that is stable for b → 0.
+				x := 2 * m / (ra + math.Sqrt(max(ra*ra+2*s.b*m, 0)))
+				g.t += x
+			}
+			return g.t, true
+		}
+		m -= rem
+		g.seg++
+		if g.seg < len(g.segs) {
+			g.t = g.segs[g.seg].start
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,184 @@
+package sim
+
+import (
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluicehq/sluice"
+)
+
+// The counters a run keeps, per interval and over the measured window.
+const (
+	cSent = iota
+	cUnsent
+	cSuccess
+	cCompleted
+	cWasted
+	cTimeout
+	cRefused
+	cOriginTimeout
+	cRetry
+	cRejected
+	nCounters
+)
+
+type tally struct {
+	n       [nCounters]int64
+	rejects [sluice.NumReasons]int64
+}
+
+// Histograms record microseconds from 1 µs to an hour with 3 significant
+// digits (0.1% precision); longer values are recorded as an hour.
+const (
+	histMax    = int64(time.Hour / time.Microsecond)
+	histDigits = 3
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, histMax, histDigits) }
+
+func record(h *hdrhistogram.Histogram, ns int64) {
+	us := ns / 1000
+	if us > histMax {
+		us = histMax
+	}
+	_ = h.RecordValue(max(us, 0)) // cannot fail: the value is within range
+}
+
+// metrics accumulates one policy's figures: counters and latencies for the
+// current interval (emptied at each tick) and for the measured window.
+type metrics struct {
+	warmup   int64
+	cur, tot tally
+	curLat   *hdrhistogram.Histogram // successes in the current interval
+	lat      *hdrhistogram.Histogram // successes, measured window
+	rejLat   *hdrhistogram.Histogram // rejections, measured window
+	wait     *hdrhistogram.Histogram // admission waits, measured window
+	points   []Point
+	lastTick int64
+
+	// capacity integral over the measured window, for Summary.Capacity
+	capNow  float64
+	capFrom int64
+	capArea float64
+}
+
+func newMetrics(warmup int64, npoints int) metrics {
+	return metrics{
+		warmup: warmup,
+		curLat: newHist(), lat: newHist(), rejLat: newHist(), wait: newHist(),
+		points: make([]Point, 0, npoints),
+	}
+}
+
+func (m *metrics) inc(now int64, c int) {
+	m.cur.n[c]++
+	if now >= m.warmup {
+		m.tot.n[c]++
+	}
+}
+
+func (m *metrics) success(now, latency int64) {
+	m.inc(now, cSuccess)
+	record(m.curLat, latency)
+	if now >= m.warmup {
+		record(m.lat, latency)
+	}
+}
+
+func (m *metrics) reject(now int64, r sluice.Reason, latency int64) {
+	m.inc(now, cRejected)
+	m.cur.rejects[r]++
+	if now >= m.warmup {
+		m.tot.rejects[r]++
+		record(m.rejLat, latency)
+	}
+}
+
+func (m *metrics) admitted(now, wait int64) {
+	if now >= m.warmup {
+		record(m.wait, wait)
+	}
+}
+
+// capacity notes that the origin's capacity is c from now on.
+func (m *metrics) capacity(now int64, c float64) {
+	m.closeCap(now)
+	m.capNow = c
+}
+
+func (m *metrics) closeCap(now int64) {
+	from := max(m.capFrom, m.warmup)
+	if now > from {
+		m.capArea += m.capNow * float64(now-from) / 1e9
+	}
+	m.capFrom = now
+}
+
+// tick closes the interval ending at now into a Point; gauges are filled in
+// by the caller.
+func (m *metrics) tick(now int64) *Point {
+	sec := float64(now-m.lastTick) / 1e9
+	c := &m.cur
+	p := Point{
+		T:          time.Duration(now),
+		Offered:    float64(c.n[cSent]) / sec,
+		Goodput:    float64(c.n[cSuccess]) / sec,
+		Throughput: float64(c.n[cCompleted]) / sec,
+		Rejects:    float64(c.n[cRejected]+c.n[cRefused]) / sec,
+		Timeouts:   float64(c.n[cTimeout]) / sec,
+		Capacity:   m.capNow,
+	}
+	if m.curLat.TotalCount() > 0 {
+		p.P50 = time.Duration(m.curLat.ValueAtQuantile(50)) * time.Microsecond
+		p.P99 = time.Duration(m.curLat.ValueAtQuantile(99)) * time.Microsecond
+		m.curLat.Reset()
+	}
+	*c = tally{}
+	m.lastTick = now
+	m.points = append(m.points, p)
+	return &m.points[len(m.points)-1]
+}
+
+func (m *metrics) summary(end int64) Summary {
+	m.closeCap(end)
+	sec := float64(end-m.warmup) / 1e9
+	t := &m.tot
+	s := Summary{
+		Sent:           t.n[cSent],
+		Unsent:         t.n[cUnsent],
+		Successes:      t.n[cSuccess],
+		Goodput:        float64(t.n[cSuccess]) / sec,
+		Throughput:     float64(t.n[cCompleted]) / sec,
+		Capacity:       m.capArea / sec,
+		Rejects:        map[string]int64{},
+		Refused:        t.n[cRefused],
+		OriginTimeouts: t.n[cOriginTimeout],
+		Timeouts:       t.n[cTimeout],
+		Retries:        t.n[cRetry],
+		Wasted:         t.n[cWasted],
+		Latency:        percentiles(m.lat),
+		RejectLatency:  percentiles(m.rejLat),
+		Wait:           percentiles(m.wait),
+	}
+	for r, n := range t.rejects {
+		if n > 0 {
+			s.Rejects[sluice.Reason(r).String()] = n
+		}
+	}
+	return s
+}
+
+func percentiles(h *hdrhistogram.Histogram) Percentiles {
+	if h.TotalCount() == 0 {
+		return Percentiles{}
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return Percentiles{
+		Count: h.TotalCount(),
+		P50:   us(h.ValueAtQuantile(50)),
+		P90:   us(h.ValueAtQuantile(90)),
+		P99:   us(h.ValueAtQuantile(99)),
+		P999:  us(h.ValueAtQuantile(99.9)),
+		Max:   us(h.Max()),
+	}
+}

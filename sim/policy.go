@@ -1,0 +1,193 @@
+package sim
+
+import (
+	"github.com/sluicehq/sluice"
+)
+
+// policy is what sits between the clients and the origin. The engine calls
+// it; it answers through engine.admit and engine.reject (now, or later from
+// wake), and asks for wake calls with engine.wake.
+type policy interface {
+	// arrive is a request sent now.
+	arrive(now int64, id int32, r *request)
+	// release is the origin's answer to an admitted request.
+	release(now int64, id int32, r *request, o sluice.Outcome, latency int64)
+	// cancel is a client giving up on a request still waiting in the policy.
+	cancel(now int64, id int32, r *request)
+	// wake is the timer asked for with engine.wake.
+	wake(now int64)
+	limit() float64
+	queued() int
+}
+
+func newPolicy(e *engine, p *Policy) (policy, error) {
+	switch p.Kind {
+	case Concurrency, Adaptive:
+		return newCorePolicy(e, p)
+	case TokenBucket:
+		return newBucketPolicy(e, p)
+	case Ticker:
+		return newTickerPolicy(e, p), nil
+	}
+	return nonePolicy{e}, nil
+}
+
+// nonePolicy admits everything.
+type nonePolicy struct{ e *engine }
+
+func (p nonePolicy) arrive(_ int64, id int32, r *request)                   { p.e.admit(id, r, 0) }
+func (nonePolicy) release(int64, int32, *request, sluice.Outcome, int64) {}
+func (nonePolicy) cancel(int64, int32, *request)                         {}
+func (nonePolicy) wake(int64)                                            {}
+func (nonePolicy) limit() float64                                        { return 0 }
+func (nonePolicy) queued() int                                           { return 0 }
+
+// tickerPolicy is seed 000's limiter: a time.Ticker puts a token every
+// 1/Rate into a channel buffered to Burst (prefilled), and a request takes
+// a token from the channel, waiting in FIFO order, up to MaxWait. It is not
+// sluice code; it is the baseline the seed measured.
+type tickerPolicy struct {
+	e       *engine
+	every   float64 // ns between ticks
+	burst   int
+	tokens  int
+	ticks   int64 // ticks accounted for
+	maxWait int64
+	bound   int
+	q       []int32 // waiting requests, FIFO
+	qgen    []uint32
+	qhead   int
+	rate    float64
+}
+
+func newTickerPolicy(e *engine, p *Policy) *tickerPolicy {
+	b := max(p.Burst, 1)
+	return &tickerPolicy{e: e, every: 1e9 / p.Rate, burst: b, tokens: b, maxWait: int64(p.MaxWait), bound: p.Queue, rate: p.Rate}
+}
+
+func (t *tickerPolicy) tickAt(k int64) int64 { return int64(float64(k) * t.every) }
+
+// advance applies the ticks up to now: each gives its token to the oldest
+// waiter, or to the buffer if it has room (a full channel drops the tick).
+// While anyone waits, wake calls come at every tick, so a grant is never
+// late.
+func (t *tickerPolicy) advance(now int64) {
+	for {
+		next := t.ticks + 1
+		at := t.tickAt(next)
+		if at > now {
+			return
+		}
+		if t.waiting() == 0 {
+			// Nobody waits: only the buffer's fill matters; jump.
+			k := int64(float64(now) / t.every)
+			if k > t.ticks {
+				t.tokens = int(min(int64(t.tokens)+k-t.ticks, int64(t.burst)))
+				t.ticks = k
+			}
+			return
+		}
+		t.ticks = next
+		t.grantOne()
+	}
+}
+
+func (t *tickerPolicy) waiting() int { return len(t.q) - t.qhead }
+
+// trim drops the waiters at the head that gave up.
+func (t *tickerPolicy) trim() {
+	for t.waiting() > 0 {
+		if r := &t.e.reqs[t.q[t.qhead]]; r.gen == t.qgen[t.qhead] && r.waiting {
+			return
+		}
+		t.qhead++
+	}
+}
+
+func (t *tickerPolicy) grantOne() {
+	for t.waiting() > 0 {
+		id, gen := t.q[t.qhead], t.qgen[t.qhead]
+		t.qhead++
+		if r := &t.e.reqs[id]; r.gen == gen && r.waiting {
+			t.e.admit(id, r, 0)
+			return
+		}
+	}
+	if t.tokens < t.burst {
+		t.tokens++
+	}
+}
+
+func (t *tickerPolicy) arrive(now int64, id int32, r *request) {
+	t.advance(now)
+	t.expire(now)
+	t.trim()
+	if t.tokens > 0 && t.waiting() == 0 {
+		t.tokens--
+		t.e.admit(id, r, 0)
+		return
+	}
+	if t.bound != Unbounded && t.waiting() >= t.bound {
+		reason := sluice.ReasonQueueFull
+		if t.bound == 0 {
+			reason = sluice.ReasonRate
+		}
+		t.e.reject(id, r, reason)
+		return
+	}
+	if t.qhead > 0 && t.qhead == len(t.q) {
+		t.q, t.qgen, t.qhead = t.q[:0], t.qgen[:0], 0
+	}
+	t.q = append(t.q, id)
+	t.qgen = append(t.qgen, r.gen)
+	r.waiting = true
+	t.rearm(now)
+}
+
+// expire rejects the waiters whose MaxWait has passed by now, oldest first.
+func (t *tickerPolicy) expire(now int64) {
+	if t.maxWait == 0 {
+		return
+	}
+	for t.waiting() > 0 {
+		id, gen := t.q[t.qhead], t.qgen[t.qhead]
+		r := &t.e.reqs[id]
+		if r.gen == gen && r.waiting {
+			if r.sent+t.maxWait > now {
+				return
+			}
+			t.e.reject(id, r, sluice.ReasonQueueTimeout)
+		}
+		t.qhead++
+	}
+}
+
+func (t *tickerPolicy) rearm(now int64) {
+	if t.waiting() == 0 {
+		return
+	}
+	next := t.tickAt(t.ticks + 1)
+	if t.maxWait > 0 {
+		next = min(next, t.e.reqs[t.q[t.qhead]].sent+t.maxWait)
+	}
+	t.e.wake(max(next, now))
+}
+
+func (t *tickerPolicy) wake(now int64) {
+	t.advance(now)
+	t.expire(now)
+	t.rearm(now)
+}
+
+func (t *tickerPolicy) release(int64, int32, *request, sluice.Outcome, int64) {}
+func (t *tickerPolicy) cancel(now int64, _ int32, _ *request)                 { t.rearm(now) }
+func (t *tickerPolicy) limit() float64                                        { return t.rate }
+func (t *tickerPolicy) queued() int {
+	n := 0
+	for i := t.qhead; i < len(t.q); i++ {
+		if r := &t.e.reqs[t.q[i]]; r.gen == t.qgen[i] && r.waiting {
+			n++
+		}
+	}
+	return n
+}

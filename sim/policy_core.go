@@ -1,0 +1,123 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// corePolicy drives sluice's concurrency.Core — the same decision code as
+// concurrency.Limiter — in virtual time, with a static limit or an adaptive
+// algorithm.
+type corePolicy struct {
+	e       *engine
+	c       *concurrency.Core
+	waiters map[concurrency.WaiterID]int32
+}
+
+func newCorePolicy(e *engine, p *Policy) (*corePolicy, error) {
+	cfg := concurrency.Config{
+		Limit:         p.Limit,
+		MaxQueue:      p.Queue,
+		MaxWait:       p.MaxWait,
+		Discipline:    p.Discipline,
+		CoDelTarget:   p.CoDelTarget,
+		CoDelInterval: p.CoDelInterval,
+	}
+	if p.Queue == Unbounded {
+		cfg.MaxQueue = concurrency.MaxLimit
+	}
+	if p.Kind == Adaptive {
+		alg, err := newAlgorithm(p)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Algorithm = alg
+	}
+	c, err := concurrency.NewCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &corePolicy{e: e, c: c, waiters: make(map[concurrency.WaiterID]int32)}, nil
+}
+
+func newAlgorithm(p *Policy) (adaptive.Algorithm, error) {
+	switch p.Algorithm {
+	case AIMD:
+		return adaptive.NewAIMD(adaptive.AIMDConfig{
+			InitialLimit: p.Limit, MinLimit: p.MinLimit, MaxLimit: p.MaxLimit,
+			Backoff: p.Backoff, Timeout: p.Timeout,
+		})
+	case Vegas:
+		return adaptive.NewVegas(adaptive.VegasConfig{InitialLimit: p.Limit, MinLimit: p.MinLimit, MaxLimit: p.MaxLimit})
+	}
+	return adaptive.NewGradient2(adaptive.Gradient2Config{InitialLimit: p.Limit, MinLimit: p.MinLimit, MaxLimit: p.MaxLimit})
+}
+
+func (p *corePolicy) arrive(now int64, id int32, r *request) {
+	var deadline time.Time
+	if r.deadline != never {
+		deadline = p.e.t(r.deadline)
+	}
+	a, evs := p.c.Arrive(p.e.t(now), deadline)
+	p.handle(evs)
+	switch a.Verdict {
+	case concurrency.Admitted:
+		p.e.admit(id, r, a.Token)
+	case concurrency.Queued:
+		r.waiting = true
+		r.handle = uint64(a.Waiter)
+		p.waiters[a.Waiter] = id
+		if a.ExpiresIn > 0 {
+			p.e.wake(now + int64(a.ExpiresIn))
+		}
+	default:
+		p.e.reject(id, r, a.Reason)
+	}
+}
+
+// handle carries out the Core's events: waiters granted or rejected.
+func (p *corePolicy) handle(evs []concurrency.Event) {
+	for _, ev := range evs {
+		id, ok := p.waiters[ev.Waiter]
+		if !ok {
+			continue
+		}
+		delete(p.waiters, ev.Waiter)
+		r := &p.e.reqs[id]
+		if ev.Admitted {
+			p.e.admit(id, r, ev.Token)
+		} else {
+			p.e.reject(id, r, ev.Reason)
+		}
+	}
+}
+
+func (p *corePolicy) release(now int64, _ int32, r *request, o sluice.Outcome, latency int64) {
+	p.handle(p.c.Release(p.e.t(now), r.token, o, time.Duration(latency)))
+	p.rearm()
+}
+
+func (p *corePolicy) cancel(_ int64, _ int32, r *request) {
+	w := concurrency.WaiterID(r.handle)
+	p.c.Remove(w)
+	delete(p.waiters, w)
+}
+
+func (p *corePolicy) wake(now int64) {
+	p.handle(p.c.Expire(p.e.t(now)))
+	p.rearm()
+}
+
+// rearm asks for a wake at the queue head's expiry, so waits end on time
+// even when no arrival or release comes to end them.
+func (p *corePolicy) rearm() {
+	if at, ok := p.c.NextExpiry(); ok {
+		p.e.wake(int64(at.Sub(p.e.t(0))))
+	}
+}
+
+func (p *corePolicy) limit() float64 { return float64(p.c.Limit()) }
+func (p *corePolicy) queued() int    { return p.c.Queued() }
