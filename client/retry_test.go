@@ -1,0 +1,335 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestBackoff(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name           string
+		base, maxDelay time.Duration
+		retry          int
+		hint           time.Duration
+		u              float64
+		want           time.Duration
+		ok             bool
+	}{
+		{"first retry, mid draw", 100 * ms, 10 * time.Second, 1, 0, 0.5, 50 * ms, true},
+		{"bound doubles per retry", 100 * ms, 10 * time.Second, 3, 0, 0.5, 200 * ms, true},
+		{"a zero draw waits not at all", 100 * ms, 10 * time.Second, 2, 0, 0, 0, true},
+		{"bound capped by MaxDelay", 100 * ms, 10 * time.Second, 10, 0, 0.5, 5 * time.Second, true},
+		{"huge retry number does not overflow", 100 * ms, 10 * time.Second, 1 << 30, 0, 0.5, 5 * time.Second, true},
+		{"retry 0 is treated as the first", 100 * ms, 10 * time.Second, 0, 0, 1, 100 * ms, true},
+		{"hint longer than jitter wins", 100 * ms, 10 * time.Second, 1, 2 * time.Second, 0.5, 2 * time.Second, true},
+		{"jitter longer than hint wins", 100 * ms, 10 * time.Second, 7, time.Second, 0.5, 3200 * ms, true},
+		{"hint equal to MaxDelay is honoured", 100 * ms, 10 * time.Second, 1, 10 * time.Second, 0, 10 * time.Second, true},
+		{"hint beyond MaxDelay stops", 100 * ms, 10 * time.Second, 1, 11 * time.Second, 0, 0, false},
+		{"zero base waits only for hints", 0, 10 * time.Second, 5, 3 * time.Second, 0.9, 3 * time.Second, true},
+		{"negative hint is no hint", 100 * ms, 10 * time.Second, 1, -time.Second, 0.5, 50 * ms, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := Backoff(tt.base, tt.maxDelay, tt.retry, tt.hint, tt.u)
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("Backoff = (%v, %v), want (%v, %v)", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"seconds", "120", 2 * time.Minute, true},
+		{"zero", "0", 0, true},
+		{"spaces around", "  5 ", 5 * time.Second, true},
+		{"leading zeros", "007", 7 * time.Second, true},
+		{"at the cap", "86400", MaxRetryAfter, true},
+		{"past the cap", "86401", MaxRetryAfter, true},
+		{"beyond int64", "99999999999999999999999999999999", MaxRetryAfter, true},
+		{"date ahead (IMF-fixdate)", now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second, true},
+		{"date ahead (RFC 850)", "Sunday, 22-Nov-26 01:01:00 GMT", time.Minute, true},
+		{"date ahead (asctime)", "Sun Nov 22 01:00:10 2026", 10 * time.Second, true},
+		{"date in the past", "Wed, 21 Oct 2015 07:28:00 GMT", 0, true},
+		{"date far ahead", "Fri, 31 Dec 9999 23:59:59 GMT", MaxRetryAfter, true},
+		{"empty", "", 0, false},
+		{"blank", "   ", 0, false},
+		{"negative", "-5", 0, false},
+		{"plus sign", "+5", 0, false},
+		{"fraction", "1.5", 0, false},
+		{"unit suffix", "5s", 0, false},
+		{"garbage", "soon", 0, false},
+		{"malformed date", "Sun, 99 Foo 2026 25:61:00 GMT", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ParseRetryAfter(tt.v, now)
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("ParseRetryAfter(%q) = (%v, %v), want (%v, %v)", tt.v, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"0", "120", "-1", "1e9", "Wed, 21 Oct 2015 07:28:00 GMT", "99999999999999999999"} {
+		f.Add(s)
+	}
+	now := time.Now()
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := ParseRetryAfter(v, now)
+		if d < 0 || d > MaxRetryAfter || (!ok && d != 0) {
+			t.Fatalf("ParseRetryAfter(%q) = (%v, %v): out of bounds", v, d, ok)
+		}
+	})
+}
+
+func TestRetryBudgetConfigErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   RetryBudgetConfig
+		field string
+	}{
+		{"negative ratio", RetryBudgetConfig{Ratio: -0.1}, "Ratio"},
+		{"huge ratio", RetryBudgetConfig{Ratio: 11}, "Ratio"},
+		{"infinite floor", RetryBudgetConfig{MinPerSecond: math.Inf(1)}, "MinPerSecond"},
+		{"negative window", RetryBudgetConfig{Window: -1}, "Window"},
+		{"too many buckets", RetryBudgetConfig{Buckets: 5000}, "Buckets"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewRetryBudget(tt.cfg)
+			if !errors.Is(err, ErrInvalidConfig) || !containsField(err, "RetryBudgetConfig."+tt.field) {
+				t.Fatalf("err = %v, want ErrInvalidConfig naming RetryBudgetConfig.%s", err, tt.field)
+			}
+		})
+	}
+}
+
+// TestRetryBudgetBoundsExtraLoad: when every request fails, retries stay
+// within 10% of requests plus the floor, which is what keeps an outage from
+// tripling the load.
+func TestRetryBudgetBoundsExtraLoad(t *testing.T) {
+	b, err := NewRetryBudget(RetryBudgetConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	requests, retries := 0, 0
+	for i := range 60 * 100 { // 100 requests per second for a minute, each wants 2 retries
+		at := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		b.RequestAt(at)
+		requests++
+		for range 2 {
+			if b.TryRetryAt(at) {
+				retries++
+			}
+		}
+	}
+	ratio := float64(retries) / float64(requests)
+	t.Logf("%d requests, %d retries (%.3f)", requests, retries, ratio)
+	// 10% of requests plus 1 retry per second.
+	if max := 0.1 + 1.0/100; ratio > max+0.005 || ratio < 0.1 {
+		t.Fatalf("retries/requests = %.3f, want within [0.1, %.3f]", ratio, max+0.005)
+	}
+}
+
+func TestRetryBudgetFloor(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	t.Run("default floor lets a quiet client retry", func(t *testing.T) {
+		b, _ := NewRetryBudget(RetryBudgetConfig{})
+		b.RequestAt(t0)
+		for i := range 10 { // 1 per second over 10 s
+			if !b.TryRetryAt(t0) {
+				t.Fatalf("retry %d denied, want 10 allowed by the floor", i+1)
+			}
+		}
+		if b.TryRetryAt(t0) {
+			t.Fatal("11th retry allowed, want the floor spent")
+		}
+		if !b.TryRetryAt(t0.Add(11 * time.Second)) {
+			t.Fatal("retry denied after the window slid, want the budget refilled")
+		}
+	})
+	t.Run("no floor", func(t *testing.T) {
+		b, _ := NewRetryBudget(RetryBudgetConfig{MinPerSecond: -1})
+		for range 9 {
+			b.RequestAt(t0)
+		}
+		if b.TryRetryAt(t0) {
+			t.Fatal("retry allowed after 9 requests at 10%, want denied")
+		}
+		b.RequestAt(t0)
+		if !b.TryRetryAt(t0) {
+			t.Fatal("retry denied after 10 requests at 10%, want allowed")
+		}
+	})
+}
+
+func TestRetryPolicyErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		p     RetryPolicy
+		field string
+	}{
+		{"negative attempts", RetryPolicy{MaxAttempts: -1}, "MaxAttempts"},
+		{"too many attempts", RetryPolicy{MaxAttempts: 101}, "MaxAttempts"},
+		{"negative base", RetryPolicy{BaseDelay: -1}, "BaseDelay"},
+		{"max below base", RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Millisecond}, "MaxDelay"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewRetrier(tt.p)
+			if !errors.Is(err, ErrInvalidConfig) || !containsField(err, "RetryPolicy."+tt.field) {
+				t.Fatalf("err = %v, want ErrInvalidConfig naming RetryPolicy.%s", err, tt.field)
+			}
+		})
+	}
+	r, err := NewRetrier(RetryPolicy{BaseDelay: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := r.Policy(); p.MaxAttempts != 3 || p.MaxDelay != 20*time.Second || p.Budget == nil {
+		t.Fatalf("filled policy = %+v", p)
+	}
+}
+
+func TestNextAt(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	half := func() float64 { return 0.5 }
+	tight, _ := NewRetryBudget(RetryBudgetConfig{MinPerSecond: -1}) // no requests, no floor: nothing to spend
+	tests := []struct {
+		name     string
+		p        RetryPolicy
+		attempts int
+		hint     time.Duration
+		deadline time.Time
+		wait     time.Duration
+		d        Decision
+	}{
+		{"first retry", RetryPolicy{}, 1, 0, time.Time{}, 50 * time.Millisecond, Retry},
+		{"second retry", RetryPolicy{}, 2, 0, time.Time{}, 100 * time.Millisecond, Retry},
+		{"attempts spent", RetryPolicy{}, 3, 0, time.Time{}, 0, NoAttemptsLeft},
+		{"single attempt policy", RetryPolicy{MaxAttempts: 1}, 1, 0, time.Time{}, 0, NoAttemptsLeft},
+		{"hint honoured", RetryPolicy{}, 1, 3 * time.Second, time.Time{}, 3 * time.Second, Retry},
+		{"hint too long", RetryPolicy{}, 1, time.Minute, time.Time{}, 0, HintTooLong},
+		{"deadline after the wait", RetryPolicy{}, 1, time.Second, t0.Add(2 * time.Second), time.Second, Retry},
+		{"deadline before the wait ends", RetryPolicy{}, 1, 3 * time.Second, t0.Add(2 * time.Second), 0, PastDeadline},
+		{"budget spent", RetryPolicy{Budget: tight}, 1, 0, time.Time{}, 0, NoBudget},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.p.Random = half
+			r, err := NewRetrier(tt.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.BeginAt(t0)
+			wait, d := r.NextAt(t0, tt.attempts, tt.hint, tt.deadline)
+			if wait != tt.wait || d != tt.d {
+				t.Fatalf("NextAt = (%v, %v), want (%v, %v)", wait, d, tt.wait, tt.d)
+			}
+			s := r.Stats()
+			if (d == Retry) != (s.Retries == 1) || (d == NoBudget) != (s.BudgetDenied == 1) || s.Requests != 1 {
+				t.Fatalf("stats = %+v after %v", s, d)
+			}
+		})
+	}
+}
+
+// flaky fails its first n calls with err, then succeeds; it records when each
+// call happened.
+type flaky struct {
+	n     int
+	err   error
+	calls []time.Time
+}
+
+func (f *flaky) call(ctx context.Context) error {
+	f.calls = append(f.calls, time.Now())
+	if len(f.calls) <= f.n {
+		return f.err
+	}
+	return nil
+}
+
+func TestDo(t *testing.T) {
+	zero := func() float64 { return 0 }
+	hinted := &sluice.RejectError{Reason: sluice.ReasonRate, RetryAfter: 2 * time.Second}
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		fails   int
+		err     error
+		timeout time.Duration
+		calls   int
+		elapsed time.Duration
+		want    error
+	}{
+		{"succeeds at once", 0, boom, 0, 1, 0, nil},
+		{"honours the hint between attempts", 2, hinted, 0, 3, 4 * time.Second, nil},
+		{"gives up after MaxAttempts", 5, hinted, 0, 3, 4 * time.Second, hinted},
+		{"permanent error is not retried", 5, Permanent(boom), 0, 1, 0, boom},
+		{"local throttling is not retried", 5, errThrottled, 0, 1, 0, sluice.ErrThrottled},
+		{"a wait past the deadline is not started", 5, hinted, time.Second, 1, 0, hinted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, _ := NewRetrier(RetryPolicy{Random: zero})
+				ctx := t.Context()
+				if tt.timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+					defer cancel()
+				}
+				f := &flaky{n: tt.fails, err: tt.err}
+				start := time.Now()
+				err := r.Do(ctx, f.call)
+				if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+					t.Fatalf("Do = %v, want %v", err, tt.want)
+				}
+				if _, ok := err.(*permanentError); ok {
+					t.Fatal("Do returned the Permanent wrapper, want the error inside")
+				}
+				if len(f.calls) != tt.calls || time.Since(start) != tt.elapsed {
+					t.Fatalf("%d calls over %v, want %d over %v", len(f.calls), time.Since(start), tt.calls, tt.elapsed)
+				}
+			})
+		})
+	}
+}
+
+func TestDoCancelledDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := NewRetrier(RetryPolicy{Random: func() float64 { return 0 }})
+		ctx, cancel := context.WithCancel(t.Context())
+		hinted := sluice.Reject(sluice.ReasonRate, 5*time.Second)
+		go func() {
+			time.Sleep(time.Second)
+			cancel()
+		}()
+		start := time.Now()
+		err := r.Do(ctx, func(context.Context) error { return hinted })
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, sluice.ErrRateLimited) {
+			t.Fatalf("Do = %v, want both context.Canceled and the last error", err)
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Fatalf("returned after %v, want 1s (when ctx was cancelled)", d)
+		}
+	})
+}

@@ -1,0 +1,373 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// reply is one scripted answer from the test server.
+type reply struct {
+	status     int
+	retryAfter string
+	hangUp     bool // close the connection without answering
+}
+
+// script is a real loopback server that answers from a list, then 200, and
+// records the bodies it received.
+type script struct {
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	replies []reply
+	bodies  []string
+}
+
+func newScript(t *testing.T, replies ...reply) *script {
+	s := &script{replies: replies}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.bodies = append(s.bodies, string(b))
+		rp := reply{status: http.StatusOK}
+		if len(s.replies) > 0 {
+			rp, s.replies = s.replies[0], s.replies[1:]
+		}
+		s.mu.Unlock()
+		if rp.hangUp {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		if rp.retryAfter != "" {
+			w.Header().Set("Retry-After", rp.retryAfter)
+		}
+		w.WriteHeader(rp.status)
+		io.WriteString(w, http.StatusText(rp.status))
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *script) hits() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bodies...)
+}
+
+// stamps wraps the base transport and records when each attempt left, in
+// the bubble's virtual time.
+type stamps struct {
+	base  http.RoundTripper
+	start time.Time
+	at    []time.Duration
+}
+
+func (s *stamps) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.at = append(s.at, time.Since(s.start))
+	return s.base.RoundTrip(r)
+}
+
+// bubbleBase is a base transport for use inside a synctest bubble: without
+// keep-alives no connection goroutine outlives its exchange, so the bubble can
+// tell when everything is idle and advance its clock.
+func bubbleBase() *stamps {
+	return &stamps{base: &http.Transport{DisableKeepAlives: true}, start: time.Now()}
+}
+
+func get(t *testing.T, rt http.RoundTripper, ctx context.Context, url string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt.RoundTrip(req)
+}
+
+func TestTransportRetries(t *testing.T) {
+	const s = time.Second
+	tests := []struct {
+		name    string
+		replies []reply
+		random  float64
+		status  int
+		at      []time.Duration // when each attempt was sent
+		retries uint64
+	}{
+		{"Retry-After in seconds is honoured", []reply{{503, "2", false}, {429, "3", false}}, 0, 200, []time.Duration{0, 2 * s, 5 * s}, 2},
+		// A synctest bubble's clock starts at 2000-01-01 00:00:00 UTC.
+		{"Retry-After as a date is honoured", []reply{{503, "Sat, 01 Jan 2000 00:00:04 GMT", false}}, 0, 200, []time.Duration{0, 4 * s}, 1},
+		{"malformed Retry-After falls back to jitter", []reply{{503, "soon", false}, {503, "-1", false}}, 0.5, 200, []time.Duration{0, 50 * time.Millisecond, 150 * time.Millisecond}, 2},
+		{"huge Retry-After stops at once", []reply{{503, "99999999999999999999", false}}, 0, 503, []time.Duration{0}, 0},
+		{"Retry-After beyond MaxDelay stops at once", []reply{{429, "11", false}}, 0, 429, []time.Duration{0}, 0},
+		{"gives up after 3 attempts", []reply{{503, "1", false}, {503, "1", false}, {503, "1", false}}, 0, 503, []time.Duration{0, s, 2 * s}, 2},
+		{"500 is not retried", []reply{{500, "1", false}}, 0, 500, []time.Duration{0}, 0},
+		{"a dropped connection is retried for GET", []reply{{hangUp: true}}, 0, 200, []time.Duration{0, 0}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newScript(t, tt.replies...)
+			synctest.Test(t, func(t *testing.T) {
+				base := bubbleBase()
+				tr, err := NewTransport(TransportConfig{Base: base, Retry: RetryPolicy{Random: func() float64 { return tt.random }}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := get(t, tr, t.Context(), srv.srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tt.status {
+					t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
+				}
+				if !equalDurations(base.at, tt.at) {
+					t.Fatalf("attempts sent at %v, want %v", base.at, tt.at)
+				}
+				if st := tr.Stats(); st.Retries != tt.retries || st.Requests != 1 {
+					t.Fatalf("stats = %+v, want %d retries", st, tt.retries)
+				}
+			})
+		})
+	}
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTransportBudgetExhaustion: against a server that always says 503, a
+// shared 10% budget holds retries to a tenth of the requests.
+func TestTransportBudgetExhaustion(t *testing.T) {
+	replies := make([]reply, 1000)
+	for i := range replies {
+		replies[i] = reply{status: 503, retryAfter: "1"}
+	}
+	srv := newScript(t, replies...)
+	synctest.Test(t, func(t *testing.T) {
+		budget, err := NewRetryBudget(RetryBudgetConfig{MinPerSecond: -1, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, _ := NewTransport(TransportConfig{Base: bubbleBase(), Retry: RetryPolicy{Budget: budget}})
+		const requests = 50
+		for range requests {
+			resp, err := get(t, tr, t.Context(), srv.srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 503 {
+				t.Fatalf("status %d, want the server's 503 once retries stop", resp.StatusCode)
+			}
+		}
+		st := tr.Stats()
+		t.Logf("%+v, server saw %d attempts", st, len(srv.hits()))
+		if st.Retries != requests/10 {
+			t.Fatalf("%d retries for %d requests, want %d (10%%)", st.Retries, requests, requests/10)
+		}
+		if st.BudgetDenied == 0 {
+			t.Fatal("no retry was denied by the budget")
+		}
+		if got := len(srv.hits()); got != requests+int(st.Retries) {
+			t.Fatalf("server saw %d attempts, want %d", got, requests+int(st.Retries))
+		}
+	})
+}
+
+func TestTransportReplaysBodies(t *testing.T) {
+	srv := newScript(t, reply{status: 503, retryAfter: "0"}, reply{status: 503, retryAfter: "0"})
+	synctest.Test(t, func(t *testing.T) {
+		tr, _ := NewTransport(TransportConfig{Base: bubbleBase()})
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.srv.URL, strings.NewReader("payload"))
+		resp, err := tr.RoundTrip(req) // NewRequest sets GetBody for a strings.Reader
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := srv.hits(); resp.StatusCode != 200 || len(got) != 3 || got[0] != "payload" || got[2] != "payload" {
+			t.Fatalf("status %d, server received %q; want 200 after 3 attempts of \"payload\"", resp.StatusCode, got)
+		}
+	})
+}
+
+func TestTransportDoesNotRetryUnsafe(t *testing.T) {
+	t.Run("body that cannot be replayed", func(t *testing.T) {
+		srv := newScript(t, reply{status: 503, retryAfter: "0"})
+		synctest.Test(t, func(t *testing.T) {
+			tr, _ := NewTransport(TransportConfig{Base: bubbleBase()})
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.srv.URL, io.NopCloser(bytes.NewBufferString("x")))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 503 || len(srv.hits()) != 1 {
+				t.Fatalf("status %d after %d attempts, want 503 after 1", resp.StatusCode, len(srv.hits()))
+			}
+		})
+	})
+	t.Run("POST after a dropped connection", func(t *testing.T) {
+		srv := newScript(t, reply{hangUp: true})
+		synctest.Test(t, func(t *testing.T) {
+			tr, _ := NewTransport(TransportConfig{Base: bubbleBase()})
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.srv.URL, strings.NewReader("x"))
+			if _, err := tr.RoundTrip(req); err == nil {
+				t.Fatal("no error, want the transport error: the POST may have been done")
+			}
+			if n := len(srv.hits()); n != 1 {
+				t.Fatalf("%d attempts, want 1", n)
+			}
+		})
+	})
+}
+
+func TestTransportStopsAtDeadline(t *testing.T) {
+	srv := newScript(t, reply{status: 503, retryAfter: "2"})
+	synctest.Test(t, func(t *testing.T) {
+		tr, _ := NewTransport(TransportConfig{Base: bubbleBase()})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		resp, err := get(t, tr, ctx, srv.srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || time.Since(start) != 0 {
+			t.Fatalf("status %d after %v, want the 503 at once: a 2s wait cannot fit in 1s", resp.StatusCode, time.Since(start))
+		}
+	})
+}
+
+func TestTransportCancelledDuringBackoff(t *testing.T) {
+	srv := newScript(t, reply{status: 503, retryAfter: "5"})
+	synctest.Test(t, func(t *testing.T) {
+		tr, _ := NewTransport(TransportConfig{Base: bubbleBase()})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Second, cancel)
+		if _, err := get(t, tr, ctx, srv.srv.URL); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestTransportReleasesPermits uses a Throttler as the limiter and reads its
+// window to see each attempt's outcome: a 503 counts no accept, a 200 counts
+// one, and the permit is held until the body is closed.
+func TestTransportReleasesPermits(t *testing.T) {
+	srv := newScript(t, reply{status: 503, retryAfter: "0"})
+	synctest.Test(t, func(t *testing.T) {
+		th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 1 }}) // never rejects
+		tr, _ := NewTransport(TransportConfig{Base: bubbleBase(), Limiter: th})
+		resp, err := get(t, tr, t.Context(), srv.srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := th.Stats(); s.InFlight != 1 || s.Admitted != 2 {
+			t.Fatalf("before Close: throttler stats %+v, want 2 admitted and 1 held by the open body", s)
+		}
+		io.Copy(io.Discard, resp.Body) // reading to EOF releases
+		if s := th.Stats(); s.InFlight != 0 {
+			t.Fatalf("after EOF: %d in flight, want 0", s.InFlight)
+		}
+		resp.Body.Close() // and a second release does nothing
+		if s := th.Stats(); s.InFlight != 0 {
+			t.Fatalf("after Close: %d in flight", s.InFlight)
+		}
+		// Three more requests that fail make the window 5 requests. With
+		// the 503 dropped and the 200 accepted, P = (5 − 2·1)/6 = 1/2; a
+		// 503 wrongly counted as accepted gives 1/6, a lost accept 5/6.
+		for range 3 {
+			p, _ := th.TryAcquire()
+			p.Release(sluice.Dropped, 0)
+		}
+		if p := th.RejectProbabilityAt(time.Now()); p != 0.5 {
+			t.Fatalf("P = %v, want 0.5", p)
+		}
+	})
+}
+
+func TestTransportOutcomes(t *testing.T) {
+	ctx := context.Background()
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	resp := func(code int) *http.Response { return &http.Response{StatusCode: code} }
+	boom := errors.New("connection reset")
+	tests := []struct {
+		name string
+		ctx  context.Context
+		resp *http.Response
+		err  error
+		want sluice.Outcome
+	}{
+		{"200", ctx, resp(200), nil, sluice.Success},
+		{"404 is the backend answering", ctx, resp(404), nil, sluice.Success},
+		{"429", ctx, resp(429), nil, sluice.Dropped},
+		{"500", ctx, resp(500), nil, sluice.Dropped},
+		{"503", ctx, resp(503), nil, sluice.Dropped},
+		{"transport error", ctx, nil, boom, sluice.Dropped},
+		{"caller gone", done, nil, context.Canceled, sluice.Ignore},
+	}
+	for _, tt := range tests {
+		if got := outcomeOf(tt.ctx, tt.resp, tt.err); got != tt.want {
+			t.Errorf("%s: outcome %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestTransportLimiterRejects(t *testing.T) {
+	srv := newScript(t)
+	synctest.Test(t, func(t *testing.T) {
+		th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0 }})
+		p, _ := th.TryAcquire()
+		p.Release(sluice.Dropped, 0) // one failure: P = 1/2, and the draw of 0 rejects
+		tr, _ := NewTransport(TransportConfig{Base: bubbleBase(), Limiter: th})
+		body := &closeRecorder{Reader: strings.NewReader("x")}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.srv.URL, body)
+		_, err := tr.RoundTrip(req)
+		if !errors.Is(err, sluice.ErrThrottled) {
+			t.Fatalf("err = %v, want ErrThrottled", err)
+		}
+		if !body.closed {
+			t.Fatal("request body not closed: a RoundTripper must close it even on error")
+		}
+		if n := len(srv.hits()); n != 0 || tr.Stats().Rejected != 1 {
+			t.Fatalf("server saw %d requests, stats %+v; want none sent and 1 rejected", n, tr.Stats())
+		}
+	})
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }
+
+func TestNewTransportValidates(t *testing.T) {
+	if _, err := NewTransport(TransportConfig{Retry: RetryPolicy{MaxAttempts: -1}}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	}
+}
