@@ -1,0 +1,177 @@
+package adaptive
+
+import (
+	"cmp"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Gradient2Config configures a Gradient2 limit. The zero value is a valid
+// config: every zero field takes the default written next to it.
+type Gradient2Config struct {
+	// InitialLimit is the limit before the first sample. Default 20 (or
+	// MinLimit / MaxLimit if 20 falls outside them).
+	InitialLimit int
+	// MinLimit is the floor of the limit. Default 1 (Netflix: 20).
+	MinLimit int
+	// MaxLimit is the ceiling of the limit. Default 1000 (Netflix: 200).
+	MaxLimit int
+
+	// Tolerance is how much slower than the long-term latency the recent
+	// latency may be before the limit shrinks. At least 1; default 1.5.
+	Tolerance float64
+	// QueueSize is the growth per update, before smoothing, while the
+	// recent latency is within Tolerance. Default 4.
+	QueueSize int
+	// Smoothing weighs a new limit against the old one. Within (0, 1];
+	// default 0.2.
+	Smoothing float64
+	// LongWindow is the number of samples the long-term latency averages
+	// over. Default 600.
+	LongWindow int
+}
+
+// Gradient2 is Netflix's Gradient2Limit: it compares the recent latency with
+// a long-term average and shrinks the limit in proportion when the recent
+// one is higher than Tolerance allows.
+//
+//	short    = average latency over ShortWindow samples
+//	long     = average latency over LongWindow samples
+//	gradient = clamp(Tolerance × long / short, 0.5, 1)
+//	next     = gradient × limit + QueueSize   (QueueSize only if gradient = 1)
+//	limit    = clamp((1 − Smoothing) × limit + Smoothing × next)
+//
+// Regimes:
+//
+//   - steady: short is within Tolerance of long, the gradient is 1 and the
+//     limit grows by Smoothing × QueueSize per sample (0.8 by default);
+//   - rising load: short outgrows long, the gradient drops below 1 and the
+//     limit shrinks by up to Smoothing/2 per sample;
+//   - recovering: after a long overload long is far above short; when
+//     long > 2 × short it decays by 5% per sample instead of waiting for
+//     the average, so the limit is not held low by history;
+//   - not in use (a sample that started with less than half the limit in
+//     flight): the limit does not move;
+//   - Dropped: the gradient is 0.5 (a stable timeout has a flat latency,
+//     which Netflix's version reads as healthy: #137), once per round
+//     trip: drops of requests that started before the last cut are
+//     ignored, so one burst of failures is one cut.
+//
+// It averages rather than taking a minimum, which suits services whose
+// requests vary widely in cost: a minimum would be the cheapest request's
+// latency and shed the rest.
+//
+// Two guards against unbounded growth, which Netflix's version shows under
+// modest overload (Netflix/concurrency-limits PR #134):
+//
+//   - the QueueSize term is added only when the gradient is 1, so a
+//     gradient of 0.8 shrinks the limit instead of settling at
+//     QueueSize/(1 − 0.8) above what the service can take;
+//   - long learns only from samples that started with no more requests in
+//     flight than the highest count at which the latency was seen at or
+//     below long, or that are themselves no slower than long. Under
+//     sustained overload every sample carries the queue this limit let in;
+//     if long learned from them it would rise with the queue, the gradient
+//     would return to 1 and the limit would grow to MaxLimit. When the
+//     service itself slows, the limit first falls, samples at comparable
+//     concurrency arrive, and long follows them.
+//
+// In the steady state of an overloaded service the latency settles near
+// Tolerance × the unloaded latency: Gradient2 trades that much queueing for
+// never running the service below capacity.
+//
+// A Gradient2 is not safe for concurrent use (see Algorithm).
+type Gradient2 struct {
+	limit     float64
+	bounds    bounds
+	tolerance float64
+	queue     float64
+	smoothing float64
+
+	long   ewma
+	rt     roundTrip
+	seenAt int // highest in-flight of a round trip whose mean was <= long
+}
+
+// NewGradient2 returns a Gradient2 limit, or an error naming the invalid
+// field.
+func NewGradient2(cfg Gradient2Config) (*Gradient2, error) {
+	const typ = "Gradient2Config"
+	initial, b, err := resolveBounds(typ, cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Tolerance != 0 && !(cfg.Tolerance >= 1) || math.IsInf(cfg.Tolerance, 0) {
+		return nil, invalid(typ, "Tolerance", cfg.Tolerance, ">= 1 (0 means the default)")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"QueueSize", cfg.QueueSize}, {"LongWindow", cfg.LongWindow}} {
+		if f.v < 0 {
+			return nil, invalid(typ, f.name, f.v, ">= 0 (0 means the default)")
+		}
+	}
+	if err := checkFraction(typ, "Smoothing", cfg.Smoothing); err != nil {
+		return nil, err
+	}
+	return &Gradient2{
+		limit:     initial,
+		bounds:    b,
+		tolerance: cmp.Or(cfg.Tolerance, 1.5),
+		queue:     float64(cmp.Or(cfg.QueueSize, 4)),
+		smoothing: cmp.Or(cfg.Smoothing, 0.2),
+		long:      ewma{n: cmp.Or(cfg.LongWindow, 600)},
+	}, nil
+}
+
+// Limit returns the current limit.
+func (g *Gradient2) Limit() int { return int(g.limit) }
+
+// LongLatency returns the long-term latency average the recent latency is
+// compared with, or 0 before the first Success.
+func (g *Gradient2) LongLatency() time.Duration { return time.Duration(g.long.value) }
+
+// Observe feeds one sample taken at now and returns the new limit.
+func (g *Gradient2) Observe(now time.Time, s Sample) int {
+	if s.Outcome != sluice.Dropped && s.Latency > 0 {
+		// long learns from samples at concurrency where it is known to
+		// hold, or that are no slower than it (see the type's doc).
+		r := float64(s.Latency)
+		if g.long.count < min(10, g.long.n) || s.InFlight <= g.seenAt || r <= g.long.value {
+			g.long.add(r)
+		}
+	}
+	if !g.rt.add(now, s) {
+		return int(g.limit)
+	}
+	defer g.rt.next(now)
+	short := g.rt.mean()
+	if short > 0 {
+		if short <= g.long.value {
+			g.seenAt = max(g.seenAt, g.rt.maxInFlight)
+		}
+		if g.long.value > 2*short {
+			g.long.value *= 0.95 // latency fell back: let go of the overload
+		}
+	}
+	var next float64
+	switch {
+	case g.rt.dropped:
+		next = 0.5 * g.limit
+	case short == 0:
+		return int(g.limit) // no latency, nothing to learn
+	case float64(g.rt.maxInFlight)*2 < g.limit:
+		return int(g.limit) // the limit is not in use
+	default:
+		gradient := min(max(g.tolerance*g.long.value/short, 0.5), 1)
+		next = gradient * g.limit
+		if gradient == 1 {
+			next += g.queue
+		}
+	}
+	g.limit = g.bounds.clamp((1-g.smoothing)*g.limit + g.smoothing*g.bounds.clamp(next))
+	return int(g.limit)
+}

@@ -1,0 +1,182 @@
+package adaptive
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// ErrInvalidConfig is matched (errors.Is) by every error a constructor
+// returns; the message names the field at fault.
+var ErrInvalidConfig = errors.New("adaptive: invalid config")
+
+// Defaults shared by the three algorithms. MinLimit is 1, not Netflix's 20:
+// a floor of 20 defeats the limit of any service whose capacity is below 20
+// in-flight requests (seed 003's origin has 7 workers).
+const (
+	defaultInitialLimit = 20
+	defaultMinLimit     = 1
+	defaultMaxLimit     = 1000
+)
+
+func invalid(typ, field string, v any, want string) error {
+	return fmt.Errorf("%w: %s.%s = %v, want %s", ErrInvalidConfig, typ, field, v, want)
+}
+
+// bounds holds the limits every algorithm shares, defaulted and validated.
+type bounds struct{ min, max float64 }
+
+// resolveBounds applies the defaults to (initial, min, max) and checks them;
+// typ names the config type in errors.
+func resolveBounds(typ string, initial, minL, maxL int) (float64, bounds, error) {
+	var b bounds
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"InitialLimit", initial}, {"MinLimit", minL}, {"MaxLimit", maxL}} {
+		if f.v < 0 {
+			return 0, b, invalid(typ, f.name, f.v, ">= 0 (0 means the default)")
+		}
+	}
+	if minL == 0 {
+		minL = defaultMinLimit
+	}
+	if maxL == 0 {
+		maxL = max(defaultMaxLimit, minL)
+	}
+	if minL > maxL {
+		return 0, b, invalid(typ, "MinLimit", minL, fmt.Sprintf("<= MaxLimit (%d)", maxL))
+	}
+	if initial == 0 {
+		initial = min(max(defaultInitialLimit, minL), maxL)
+	}
+	if initial < minL || initial > maxL {
+		return 0, b, invalid(typ, "InitialLimit", initial, fmt.Sprintf("within [MinLimit, MaxLimit] = [%d, %d]", minL, maxL))
+	}
+	return float64(initial), bounds{float64(minL), float64(maxL)}, nil
+}
+
+func (b bounds) clamp(l float64) float64 { return min(max(l, b.min), b.max) }
+
+// checkNonNegative rejects a negative duration field.
+func checkNonNegative(typ, field string, d time.Duration) error {
+	if d < 0 {
+		return invalid(typ, field, d, ">= 0 (0 means the default)")
+	}
+	return nil
+}
+
+// checkFraction rejects a ratio outside (0, 1]; 0 is left for the default.
+func checkFraction(typ, field string, v float64) error {
+	if v < 0 || v > 1 || math.IsNaN(v) {
+		return invalid(typ, field, v, "within (0, 1] (0 means the default)")
+	}
+	return nil
+}
+
+// ewma is an exponentially weighted moving average over about n samples
+// (weight 2/(n+1)) that starts as the plain mean of its first samples, so
+// the first sample does not weigh as much as the next hundred.
+type ewma struct {
+	n     int
+	count int
+	value float64
+}
+
+func (e *ewma) add(x float64) float64 {
+	const warmup = 10
+	if e.count < min(warmup, e.n) {
+		e.count++
+		e.value += (x - e.value) / float64(e.count)
+		return e.value
+	}
+	w := 2 / float64(e.n+1)
+	e.value += (x - e.value) * w
+	return e.value
+}
+
+// log10Step is Netflix's step function for Vegas: max(1, floor(log10(l))).
+// It is 1 below a limit of 100, 2 below 1000, and so on: larger limits move
+// in larger steps and tolerate longer queues.
+func log10Step(l float64) float64 {
+	return max(1, math.Floor(math.Log10(max(l, 1))))
+}
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// roundTrip gathers the samples of one round trip. Vegas and Gradient2 move
+// the limit once per round trip, as TCP does, not once per sample: every
+// sample of a round trip reflects the same limit, and acting on each one
+// would move the limit about limit times before the first consequence of
+// the first move comes back — the overshoot that makes a per-sample
+// controller swing between MinLimit and far above capacity.
+type roundTrip struct {
+	start       time.Time     // zero before the first sample
+	length      time.Duration // closes at the first sample at or after start+length
+	n           int           // successes with a latency
+	sum         float64       // of their latencies, ns
+	maxInFlight int
+	dropped     bool
+	// The least loaded successes: those that started with at most
+	// lowInFlight + lowInFlight/8 + 1 in flight, lowInFlight being the
+	// fewest of the round trip. Their mean is the round trip's best
+	// evidence of the latency with no load.
+	lowInFlight int
+	lowN        int
+	lowSum      float64
+}
+
+// add takes one sample and reports whether it closed the round trip; the
+// caller then reads the aggregate and calls next.
+func (w *roundTrip) add(now time.Time, s Sample) bool {
+	if w.start.IsZero() {
+		w.start, w.length = now, s.Latency
+	}
+	switch {
+	case s.Outcome == sluice.Dropped:
+		w.dropped = true
+	case s.Latency > 0:
+		w.n++
+		w.sum += float64(s.Latency)
+		if w.lowN == 0 || s.InFlight < w.lowInFlight {
+			w.lowInFlight, w.lowN, w.lowSum = s.InFlight, 0, 0
+		}
+		if s.InFlight <= w.lowInFlight+w.lowInFlight/8+1 {
+			w.lowN++
+			w.lowSum += float64(s.Latency)
+		}
+	}
+	w.maxInFlight = max(w.maxInFlight, s.InFlight)
+	return !now.Before(w.start.Add(w.length))
+}
+
+// mean returns the mean latency of the round trip's successes (ns), 0 if none.
+func (w *roundTrip) mean() float64 {
+	if w.n == 0 {
+		return 0
+	}
+	return w.sum / float64(w.n)
+}
+
+// low returns the mean latency (ns) of the round trip's least loaded
+// successes and the fewest in flight they started with; 0, 0 if none.
+func (w *roundTrip) low() (float64, int) {
+	if w.lowN == 0 {
+		return 0, 0
+	}
+	return w.lowSum / float64(w.lowN), w.lowInFlight
+}
+
+// next opens the following round trip at now; it lasts the mean latency of
+// the one that closed, or as long as that one if it had no success.
+func (w *roundTrip) next(now time.Time) {
+	length := w.length
+	if m := w.mean(); m > 0 {
+		length = time.Duration(m)
+	}
+	*w = roundTrip{start: now, length: length}
+}

@@ -1,0 +1,220 @@
+package adaptive
+
+import (
+	"cmp"
+	"math"
+	"time"
+)
+
+// VegasConfig configures a Vegas limit. The zero value is a valid config:
+// every zero field takes the default written next to it.
+type VegasConfig struct {
+	// InitialLimit is the limit before the first sample. Default 20 (or
+	// MinLimit / MaxLimit if 20 falls outside them).
+	InitialLimit int
+	// MinLimit is the floor of the limit. Default 1.
+	MinLimit int
+	// MaxLimit is the ceiling of the limit. Default 1000.
+	MaxLimit int
+
+	// Alpha and Beta bound the queue Vegas aims for, in multiples of
+	// log10(limit) (see Vegas). Default 3 and 6; Alpha must be below Beta.
+	Alpha, Beta float64
+	// Smoothing weighs a new limit against the old one: 1 takes the new
+	// value outright, 0.5 moves half way. Within (0, 1]; default 1.
+	Smoothing float64
+	// NoLoadWindow is how long the no-load latency estimate must be
+	// contradicted before it is raised (see Vegas). Default 30s.
+	NoLoadWindow time.Duration
+	// NoSlowStart turns slow start off: the limit then grows by at most
+	// beta per round trip from the start. Default false.
+	NoSlowStart bool
+}
+
+// Vegas is TCP Vegas's delay-based limit as Netflix's VegasLimit defines it:
+// it estimates how many requests are queued from how much slower they are
+// than with no load, and keeps that queue small.
+//
+//	queue = ceil(limit × (1 − noLoad/latency))
+//
+// The limit moves once per round trip (see below), with latency the mean
+// over that round trip. With step = max(1, floor(log10(limit))) (1 below a
+// limit of 100, 2 below 1000, …), alpha = Alpha·step, beta = Beta·step and
+// threshold = step:
+//
+//   - slow start (until the first sign of queueing): queue ≤ threshold
+//     doubles the limit;
+//   - queue ≤ threshold: + beta (nothing queues: grow fast);
+//   - queue < alpha: + step;
+//   - queue > beta: − step;
+//   - otherwise: unchanged (the sweet spot);
+//   - a round trip with a Dropped sample: − step, and slow start ends;
+//   - a round trip in which in flight never reached half the limit:
+//     unchanged. The limit is not the constraint, so the latency says
+//     nothing about it, and growing it would only let the next burst in.
+//
+// The new value is smoothed (Smoothing) and clamped to [MinLimit,
+// MaxLimit]. Slow start answers Netflix/concurrency-limits#35: without it a
+// limit that starts at 20 takes minutes to reach a highly concurrent
+// service's capacity.
+//
+// Round trips. A round trip closes at the first sample that arrives one
+// mean latency after it opened. Netflix's Vegas moves on every sample;
+// since every sample of a round trip reflects the same limit, that moves it
+// about limit times before the first consequence is seen, and the limit
+// swings from far above capacity to MinLimit. One move per round trip is
+// what TCP Vegas does, and Netflix users get it by wrapping the limit in a
+// WindowedLimit.
+//
+// The no-load latency is the lowest round-trip mean seen (a mean, like the
+// latency it is compared with: the fastest single request of a noisy
+// service is an outlier, and a baseline that low reads every round trip as
+// queued), with two guards against
+// the drift of Netflix's estimate (#165) and without Envoy's probe, which
+// pins concurrency to a handful of requests to measure it and sheds
+// healthy traffic meanwhile (envoyproxy/envoy#8337):
+//
+//   - it falls at once to any faster sample;
+//   - it rises only when, for a whole NoLoadWindow, every round trip run
+//     at no more concurrency than the estimate was last seen at was slower:
+//     the service itself got slower. Round trips at higher concurrency do
+//     not count: they are slow because of the queue this limit let build,
+//     and learning from them is how a baseline drifts upward until nothing
+//     is shed.
+//
+// If the service slows down while saturated, Vegas first reads the
+// slowdown as a queue and lowers the limit; once requests run at the
+// concurrency the estimate was seen at, a window later the estimate is
+// re-learned and the limit grows back. The cost is a lower limit for about
+// one NoLoadWindow after a slowdown; the gain is a baseline that does not
+// creep up under sustained load.
+//
+// A Vegas is not safe for concurrent use (see Algorithm).
+type Vegas struct {
+	limit       float64
+	bounds      bounds
+	alpha, beta float64
+	smoothing   float64
+	slowStart   bool
+	rt          roundTrip
+	noLoad      noLoadMin
+}
+
+// NewVegas returns a Vegas limit, or an error naming the invalid field.
+func NewVegas(cfg VegasConfig) (*Vegas, error) {
+	const typ = "VegasConfig"
+	initial, b, err := resolveBounds(typ, cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Alpha < 0 || math.IsNaN(cfg.Alpha) || math.IsInf(cfg.Alpha, 0) {
+		return nil, invalid(typ, "Alpha", cfg.Alpha, "> 0 (0 means the default)")
+	}
+	if cfg.Beta < 0 || math.IsNaN(cfg.Beta) || math.IsInf(cfg.Beta, 0) {
+		return nil, invalid(typ, "Beta", cfg.Beta, "> 0 (0 means the default)")
+	}
+	alpha, beta := cmp.Or(cfg.Alpha, 3), cmp.Or(cfg.Beta, 6)
+	if alpha >= beta {
+		return nil, invalid(typ, "Alpha", alpha, "< Beta ("+ftoa(beta)+")")
+	}
+	if err := checkFraction(typ, "Smoothing", cfg.Smoothing); err != nil {
+		return nil, err
+	}
+	if err := checkNonNegative(typ, "NoLoadWindow", cfg.NoLoadWindow); err != nil {
+		return nil, err
+	}
+	return &Vegas{
+		limit:     initial,
+		bounds:    b,
+		alpha:     alpha,
+		beta:      beta,
+		smoothing: cmp.Or(cfg.Smoothing, 1),
+		slowStart: !cfg.NoSlowStart,
+		noLoad:    noLoadMin{window: cmp.Or(cfg.NoLoadWindow, 30*time.Second)},
+	}, nil
+}
+
+// Limit returns the current limit.
+func (v *Vegas) Limit() int { return int(v.limit) }
+
+// NoLoadLatency returns the current estimate of the latency with nothing
+// queued, or 0 before the first Success.
+func (v *Vegas) NoLoadLatency() time.Duration { return time.Duration(v.noLoad.est) }
+
+// Observe feeds one sample taken at now and returns the new limit.
+func (v *Vegas) Observe(now time.Time, s Sample) int {
+	if !v.rt.add(now, s) {
+		return int(v.limit)
+	}
+	defer v.rt.next(now)
+	rtt := v.rt.mean()
+	if low, n := v.rt.low(); low > 0 {
+		v.noLoad.observe(now, low, n)
+	}
+	step := log10Step(v.limit)
+	var next float64
+	switch {
+	case v.rt.dropped:
+		v.slowStart = false
+		next = v.limit - step
+	case rtt == 0:
+		return int(v.limit) // no latency, nothing to learn
+	case float64(v.rt.maxInFlight)*2 < v.limit:
+		return int(v.limit) // the limit is not in use: do not drift upward
+	default:
+		queue := math.Ceil(v.limit * (1 - v.noLoad.est/rtt))
+		switch {
+		case queue <= step && v.slowStart:
+			next = 2 * v.limit
+		case queue <= step:
+			next = v.limit + v.beta*step
+		case queue < v.alpha*step:
+			v.slowStart = false
+			next = v.limit + step
+		case queue > v.beta*step:
+			v.slowStart = false
+			next = v.limit - step
+		default:
+			v.slowStart = false
+			return int(v.limit)
+		}
+	}
+	v.limit = v.bounds.clamp((1-v.smoothing)*v.limit + v.smoothing*v.bounds.clamp(next))
+	return int(v.limit)
+}
+
+// noLoadMin estimates the latency with nothing queued: a minimum that
+// falls at once and rises only on evidence from comparable load (see Vegas).
+type noLoadMin struct {
+	window time.Duration
+	est    float64 // nanoseconds; 0 before the first sample
+	// seenAt is the highest in-flight count at which a sample no slower
+	// than est was seen: up to it, est is known to hold.
+	seenAt int
+	// cand is the minimum over the current window of the samples taken at
+	// no more than seenAt in flight; 0 when there were none.
+	cand      float64
+	candStart time.Time
+}
+
+// observe takes the mean latency r (ns) of a round trip in which at most n
+// requests were in flight.
+func (m *noLoadMin) observe(now time.Time, r float64, n int) {
+	if m.est == 0 || r < m.est {
+		m.est, m.seenAt = r, max(m.seenAt, n)
+		m.cand, m.candStart = 0, now
+		return
+	}
+	if r == m.est {
+		m.seenAt = max(m.seenAt, n)
+	}
+	if n <= m.seenAt && (m.cand == 0 || r < m.cand) {
+		m.cand = r
+	}
+	if now.Sub(m.candStart) >= m.window {
+		if m.cand > 0 {
+			m.est = m.cand // slower at comparable load for a whole window
+		}
+		m.cand, m.candStart = 0, now
+	}
+}
