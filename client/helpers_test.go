@@ -10,3 +10,5 @@ func containsField(err error, field string) bool {
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -251,25 +251,16 @@ func TestThrottlerAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Fatalf("admit allocates %v times, want 0", n)
 	}
-}
-
-func BenchmarkThrottler(b *testing.B) {
-	b.Run("mode=serial", func(b *testing.B) {
-		th, _ := NewThrottler(ThrottlerConfig{})
-		b.ReportAllocs()
-		for b.Loop() {
-			p, _ := th.TryAcquire()
-			p.Release(sluice.Success, 0)
+	down, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0 }})
+	for range 10 {
+		p, _ := down.TryAcquire()
+		p.Release(sluice.Dropped, 0)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, err := down.TryAcquire(); err == nil {
+			t.Fatal("admitted, want a local rejection")
 		}
-	})
-	b.Run("mode=parallel", func(b *testing.B) {
-		th, _ := NewThrottler(ThrottlerConfig{})
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				p, _ := th.TryAcquire()
-				p.Release(sluice.Success, 0)
-			}
-		})
-	})
+	}); n != 0 {
+		t.Fatalf("reject allocates %v times, want 0", n)
+	}
 }
