@@ -3,6 +3,7 @@ package keyed_test
 import (
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,91 @@ func BenchmarkBytesPerKey(b *testing.B) {
 		}
 		b.ReportMetric(perKey, "B/key")
 	})
+	b.Run("limiter=buckets", func(b *testing.B) {
+		var perKey float64
+		for b.Loop() {
+			perKey = heapPerKey(b, ks, func(ks []string) any {
+				kb, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 10, Burst: 20}, MaxKeys: n, IdleTimeout: time.Hour})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, k := range ks {
+					if !kb.Allow(k) {
+						b.Fatal("a fresh key was rate limited")
+					}
+				}
+				if kb.Stats().Keys != n {
+					b.Fatalf("%d keys live, want %d", kb.Stats().Keys, n)
+				}
+				return kb
+			})
+		}
+		b.ReportMetric(perKey, "B/key")
+	})
+}
+
+// BenchmarkAllow is one admission on one of 100,000 live keys, the map
+// filled before timing and the key changing on every call.
+func BenchmarkAllow(b *testing.B) {
+	const n = 100_000
+	ks := keys(n)
+	// Admits every call the benchmark makes (a million tokens a key), and
+	// no bucket refills within the hour: measures the overhead over live keys.
+	cfg := rate.Config{Rate: 1, Burst: 1 << 20}
+	kb, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: cfg, MaxKeys: n, IdleTimeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := keyed.New(keyed.Config[*rate.Bucket]{
+		New:     func(string) (*rate.Bucket, error) { return rate.NewBucket(cfg) },
+		MaxKeys: n, IdleTimeout: time.Hour,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range ks {
+		kb.Allow(k)
+		allow(m, k)
+	}
+	for _, tc := range []struct {
+		name  string
+		allow func(string) bool
+	}{
+		{"buckets", kb.Allow},
+		{"map-rate.Bucket", func(k string) bool { return allow(m, k) }},
+	} {
+		b.Run("limiter="+tc.name+"/mode=serial", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if !tc.allow(ks[i]) {
+					b.Fatal("rejected")
+				}
+				if i++; i == n {
+					i = 0
+				}
+			}
+		})
+		b.Run("limiter="+tc.name+"/mode=parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			var seed atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seed.Add(7919)) % n
+				for pb.Next() {
+					if !tc.allow(ks[i]) {
+						b.Error("rejected")
+						return
+					}
+					if i++; i == n {
+						i = 0
+					}
+				}
+			})
+		})
+	}
+	if st := kb.Stats(); st.Keys != n || st.Overflowed != 0 {
+		b.Fatalf("buckets: %+v, want %d keys, no overflow", st, n)
+	}
 }
 
 func allow(m *keyed.Map[*rate.Bucket], key string) bool {

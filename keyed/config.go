@@ -56,21 +56,39 @@ func (c Config[L]) withDefaults() (Config[L], error) {
 	if c.New == nil {
 		return c, fmt.Errorf("%w: New is required", ErrInvalidConfig)
 	}
-	switch {
-	case c.MaxKeys < 0:
-		return c, fmt.Errorf("%w: MaxKeys is %d, want > 0 (or 0 for the default %d)", ErrInvalidConfig, c.MaxKeys, DefaultMaxKeys)
-	case c.MaxKeys == 0:
-		c.MaxKeys = DefaultMaxKeys
-	case c.MaxKeys > maxMaxKeys:
-		return c, fmt.Errorf("%w: MaxKeys is %d, want <= %d", ErrInvalidConfig, c.MaxKeys, maxMaxKeys)
+	var err error
+	if c.MaxKeys, err = validMaxKeys(c.MaxKeys); err != nil {
+		return c, err
 	}
+	c.IdleTimeout, err = validIdle(c.IdleTimeout)
+	return c, err
+}
+
+func validIdle(d time.Duration) (time.Duration, error) {
 	switch {
-	case c.IdleTimeout < 0:
-		return c, fmt.Errorf("%w: IdleTimeout is %v, want > 0 (or 0 for the default %v)", ErrInvalidConfig, c.IdleTimeout, DefaultIdleTimeout)
-	case c.IdleTimeout == 0:
-		c.IdleTimeout = DefaultIdleTimeout
+	case d < 0:
+		return 0, fmt.Errorf("%w: IdleTimeout is %v, want > 0 (or 0 for the default %v)", ErrInvalidConfig, d, DefaultIdleTimeout)
+	case d == 0:
+		return DefaultIdleTimeout, nil
+	case d > maxIdle:
+		return 0, fmt.Errorf("%w: IdleTimeout is %v, want <= %v", ErrInvalidConfig, d, time.Duration(maxIdle))
 	}
-	return c, nil
+	return d, nil
+}
+
+// maxIdle keeps tau + IdleTimeout within int64 nanos for Buckets.
+const maxIdle = 1 << 61
+
+func validMaxKeys(n int) (int, error) {
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("%w: MaxKeys is %d, want > 0 (or 0 for the default %d)", ErrInvalidConfig, n, DefaultMaxKeys)
+	case n == 0:
+		return DefaultMaxKeys, nil
+	case n > maxMaxKeys:
+		return 0, fmt.Errorf("%w: MaxKeys is %d, want <= %d", ErrInvalidConfig, n, maxMaxKeys)
+	}
+	return n, nil
 }
 
 // maxMaxKeys keeps slot indexes within int32 in every shard.

@@ -68,12 +68,14 @@ func (t *table[V]) reserve(s *shard[V], now int64) bool {
 	if t.live.Load()-int64(evicted) >= t.maxKeys {
 		evicted += s.sweep(now, t.idle, fullSweepStep, t.busy)
 	}
-	if t.live.Add(1-int64(evicted)) > t.maxKeys {
-		t.live.Add(-1)
-		s.overflowed.Add(1)
-		return false
+	n := t.live.Add(-int64(evicted))
+	for ; n < t.maxKeys; n = t.live.Load() {
+		if t.live.CompareAndSwap(n, n+1) { // never above maxKeys, even for a moment
+			return true
+		}
 	}
-	return true
+	s.overflowed.Add(1)
+	return false
 }
 
 // count adds an admission or a rejection to s's counters; a cancelled wait

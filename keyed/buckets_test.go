@@ -1,0 +1,341 @@
+package keyed_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/rate"
+)
+
+func mustBuckets(t testing.TB, cfg keyed.BucketsConfig) *keyed.Buckets {
+	t.Helper()
+	b, err := keyed.NewBuckets(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBucketsConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   keyed.BucketsConfig
+		field string
+	}{
+		{"zero rate", keyed.BucketsConfig{Bucket: rate.Config{Burst: 1}}, "Rate"},
+		{"infinite rate", keyed.BucketsConfig{Bucket: rate.Config{Rate: rate.Inf, Burst: 1}}, "Rate"},
+		{"rate above 1e9", keyed.BucketsConfig{Bucket: rate.Config{Rate: 2e9, Burst: 1}}, "Rate"},
+		{"zero burst", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1}}, "Burst"},
+		{"refill beyond 36 years", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1e-9, Burst: 10}}, "Burst/Bucket.Rate"},
+		{"negative MaxWait", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1, MaxWait: -1}}, "MaxWait"},
+		{"negative MaxKeys", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: -1}, "MaxKeys"},
+		{"negative IdleTimeout", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, IdleTimeout: -1}, "IdleTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := keyed.NewBuckets(tc.cfg)
+			if !errors.Is(err, keyed.ErrInvalidConfig) || !contains(err.Error(), tc.field) {
+				t.Fatalf("err = %v, want ErrInvalidConfig naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestBucketsArithmetic(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 10, Burst: 2}})
+	for i, step := range []struct {
+		at   time.Duration
+		key  string
+		want bool
+	}{
+		{0, "a", true}, {0, "a", true}, {0, "a", false}, // a burst of 2
+		{0, "b", true},                      // keys are independent
+		{99 * time.Millisecond, "a", false}, // 1 token per 100ms
+		{100 * time.Millisecond, "a", true},
+		{100 * time.Millisecond, "a", false},
+		{time.Hour, "a", true}, {time.Hour, "a", true}, {time.Hour, "a", false}, // idle time beyond the burst is lost
+	} {
+		if got := b.AllowAt(step.key, t0.Add(step.at)); got != step.want {
+			t.Fatalf("step %d: AllowAt(%s, +%v) = %v, want %v", i, step.key, step.at, got, step.want)
+		}
+	}
+	if got := b.TokensAt("a", t0.Add(time.Hour+50*time.Millisecond)); got != 0.5 {
+		t.Errorf("TokensAt = %v, want 0.5", got)
+	}
+	if got := b.TokensAt("never seen", t0); got != 2 {
+		t.Errorf("TokensAt(new key) = %v, want the burst, 2", got)
+	}
+	if b.Stats().Keys != 2 {
+		t.Errorf("TokensAt stored a key: %d live, want 2", b.Stats().Keys)
+	}
+}
+
+// A key of Buckets decides exactly as its own rate.Bucket would: the compact
+// representation changes the memory, not the semantics.
+func TestBucketsMatchRateBucket(t *testing.T) {
+	for _, cfg := range []rate.Config{{Rate: 10, Burst: 1}, {Rate: 250, Burst: 7}, {Rate: 1000, Burst: 100}} {
+		t.Run(strconv.FormatFloat(cfg.Rate, 'g', -1, 64), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(cfg.Burst)))
+			kb := mustBuckets(t, keyed.BucketsConfig{Bucket: cfg, MaxKeys: 4})
+			ref := map[string]*rate.Bucket{}
+			now := time.Unix(1_000_000, 0)
+			for i := range 20_000 {
+				key := strconv.Itoa(rng.IntN(3))
+				if ref[key] == nil {
+					ref[key], _ = rate.NewBucket(cfg)
+				}
+				now = now.Add(time.Duration(rng.IntN(int(3e9/cfg.Rate))) * time.Nanosecond)
+				want := ref[key].AllowAt(now, 1)
+				if got := kb.AllowAt(key, now); got != want {
+					t.Fatalf("step %d, key %s: keyed %v, rate.Bucket %v", i, key, got, want)
+				}
+			}
+		})
+	}
+}
+
+// A key whose bucket refilled is evicted when room is needed (after
+// IdleTimeout), and only such a key: eviction never gives a key back tokens
+// it had not earned.
+func TestBucketsEvictOnlyFullBuckets(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: 2, IdleTimeout: time.Second})
+	b.AllowAt("a", t0)                              // full again at 1s, evictable at 2s
+	b.AllowAt("b", at(1500*time.Millisecond))       // its next token at 2.5s
+	if !b.AllowAt("c", at(1900*time.Millisecond)) { // the overflow bucket's one token
+		t.Fatal("first overflowed key rejected by a full overflow bucket")
+	}
+	if b.AllowAt("d", at(1900*time.Millisecond)) {
+		t.Fatal("second overflowed key admitted: the overflow bucket is shared")
+	}
+	if st := b.Stats(); st.Overflowed != 2 || st.Evicted != 0 {
+		t.Fatalf("stats = %+v, want 2 overflowed, none evicted", st)
+	}
+	if !b.AllowAt("e", at(2*time.Second)) {
+		t.Fatal("e was not given a's slot")
+	}
+	if b.AllowAt("b", at(2*time.Second)) {
+		t.Fatal("b was admitted before its token came: it was evicted while not full")
+	}
+	if st := b.Stats(); st.Keys != 2 || st.Evicted != 1 {
+		t.Fatalf("stats = %+v, want 2 keys, 1 evicted", st)
+	}
+}
+
+// A million distinct keys at one instant get MaxKeys fresh buckets and the
+// overflow bucket's burst, nothing more: rotating keys buys an attacker
+// nothing once the cap is reached, and memory stays bounded.
+func TestBucketsFloodIsBounded(t *testing.T) {
+	flood := 1_000_000
+	if testing.Short() {
+		flood = 100_000
+	}
+	const maxKeys = 10_000
+	before := heapAfterGC()
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 3}, MaxKeys: maxKeys})
+	now := time.Unix(1_000_000, 0)
+	admitted := 0
+	buf := make([]byte, 0, 32)
+	for i := range flood {
+		buf = strconv.AppendInt(append(buf[:0], "attacker-"...), int64(i), 10)
+		if b.AllowAt(string(buf), now) {
+			admitted++
+		}
+	}
+	if want := maxKeys + 3; admitted != want {
+		t.Errorf("admitted %d of %d distinct keys, want MaxKeys + overflow burst = %d", admitted, flood, want)
+	}
+	st := b.Stats()
+	if st.Keys != maxKeys || st.Overflowed != uint64(flood-maxKeys) {
+		t.Errorf("stats = %+v", st)
+	}
+	if grown := heapAfterGC() - before; grown > maxKeys*256 {
+		t.Errorf("heap grew %d B for %d live keys", grown, maxKeys)
+	}
+	// Once their buckets refill, the flood's keys make room at no loss.
+	if !b.AllowAt("legit", now.Add(3*time.Second+keyed.DefaultIdleTimeout)) || b.Stats().Evicted == 0 {
+		t.Error("no room made once the flood's buckets refilled")
+	}
+}
+
+func TestBucketsCancelRefunds(t *testing.T) {
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1e-3, Burst: 1}})
+	p, err := b.TryAcquire("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TryAcquire("a")
+	if !errors.Is(err, sluice.ErrRateLimited) {
+		t.Fatalf("second TryAcquire err = %v, want ErrRateLimited", err)
+	}
+	if ra, _ := sluice.RetryAfter(err); ra < 999*time.Second || ra > 1000*time.Second {
+		t.Errorf("RetryAfter = %v, want ~1000s", ra)
+	}
+	p.Cancel()
+	p.Cancel() // once only
+	if p, err = b.TryAcquire("a"); err != nil {
+		t.Fatalf("after Cancel: %v", err)
+	}
+	if _, err := b.TryAcquire("a"); err == nil {
+		t.Fatal("a double Cancel gave back two tokens")
+	}
+	p.Release(sluice.Success, time.Millisecond) // a release is not a refund
+	if _, err := b.TryAcquire("a"); err == nil {
+		t.Fatal("Release(Success) gave the token back")
+	}
+}
+
+// A permit cancelled after its key was evicted and its slot reused by
+// another key gives nothing to that other key.
+func TestBucketsRefundAfterEviction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: 1, IdleTimeout: time.Second})
+		p, err := b.TryAcquire("a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // a's bucket has been full for IdleTimeout
+		if _, err := b.TryAcquire("b"); err != nil {
+			t.Fatal(err)
+		}
+		if st := b.Stats(); st.Evicted != 1 {
+			t.Fatalf("stats = %+v, want a evicted", st)
+		}
+		p.Cancel()
+		if _, err := b.TryAcquire("b"); err == nil {
+			t.Fatal("a's refund went to b")
+		}
+	})
+}
+
+func TestBucketsAcquireWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 10, Burst: 1, MaxWait: 250 * time.Millisecond}})
+		ctx := context.Background()
+		if _, err := b.Acquire(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := b.Acquire(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Fatalf("second Acquire waited %v, want 100ms", d)
+		}
+		// Tokens at +100ms, +200ms are taken by two waiters; the third
+		// would wait 300ms > MaxWait: rejected at once.
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				if _, err := b.Acquire(ctx, "a"); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		synctest.Wait()
+		if q := b.Stats().Queued; q != 2 {
+			t.Fatalf("Queued = %d, want 2", q)
+		}
+		_, err := b.Acquire(ctx, "a")
+		if !errors.Is(err, sluice.ErrQueueTimeout) || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("err = %v after %v, want ErrQueueTimeout at once", err, time.Since(start))
+		}
+		if ra, _ := sluice.RetryAfter(err); ra != 300*time.Millisecond {
+			t.Errorf("RetryAfter = %v, want 300ms", ra)
+		}
+		wg.Wait()
+
+		// A deadline the token cannot meet fails at once, taking nothing.
+		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := b.Acquire(dctx, "a"); !errors.Is(err, sluice.ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want ErrDeadline", err)
+		}
+
+		// Cancelling a waiter gives its token back.
+		cctx, cancelWait := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { _, err := b.Acquire(cctx, "b"); done <- err }()
+		go func() { _, err := b.Acquire(cctx, "b"); done <- err }()
+		synctest.Wait()
+		before := b.Tokens("b")
+		cancelWait()
+		errs := []error{<-done, <-done}
+		if errs[0] != nil || !errors.Is(errs[1], context.Canceled) {
+			t.Fatalf("errs = %v, want one admitted, one cancelled", errs)
+		}
+		if after := b.Tokens("b"); after != before+1 {
+			t.Errorf("tokens %v -> %v: the cancelled waiter's token was not given back", before, after)
+		}
+		if _, err := b.Acquire(cctx, "b"); !errors.Is(err, context.Canceled) {
+			t.Errorf("Acquire with a done ctx: %v", err)
+		}
+	})
+}
+
+func TestBucketsAllowDoesNotAllocate(t *testing.T) {
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1e9, Burst: 1}})
+	b.Allow("10.0.0.1")
+	if n := testing.AllocsPerRun(1000, func() { b.Allow("10.0.0.1") }); n != 0 {
+		t.Errorf("Allow allocates %v times", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		p, _ := b.TryAcquire("10.0.0.1")
+		p.Cancel()
+	}); n != 0 {
+		t.Errorf("TryAcquire+Cancel allocates %v times", n)
+	}
+}
+
+// Many goroutines on one key at one instant get exactly the burst: the CAS
+// loses no update. Many goroutines over many keys with churn keep the cap.
+func TestBucketsConcurrent(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 100}, MaxKeys: 500})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for range 8 {
+		wg.Go(func() {
+			n := 0
+			for range 1000 {
+				if b.AllowAt("hot", now) {
+					n++
+				}
+			}
+			mu.Lock()
+			admitted += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if admitted != 100 {
+		t.Fatalf("admitted %d on one key at one instant, want the burst, 100", admitted)
+	}
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 5000 {
+				at := now.Add(time.Duration(i) * 10 * time.Millisecond)
+				p, err := b.For(strconv.Itoa((g*131 + i) % 3000)).TryAcquire()
+				if err == nil && i%2 == 0 {
+					p.Cancel()
+				}
+				b.AllowAt(strconv.Itoa(i%3000), at)
+				if k := b.Stats().Keys; k > 500 {
+					t.Errorf("%d live keys, cap 500", k)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
