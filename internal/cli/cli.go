@@ -1,0 +1,231 @@
+// Package cli is the sluice command: subcommand dispatch, flags and exit
+// codes. cmd/sluice only calls Main, so that tests run every subcommand
+// in-process.
+//
+// Exit codes: 0 success, 1 a run that failed, 2 bad usage or bad input (an
+// unknown subcommand or flag, an invalid scenario file). On exit code 2
+// nothing ran.
+//
+// To add a subcommand, add an entry to commands: a name, a one-line summary
+// and a run function that parses its own flags with newFlagSet.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"text/tabwriter"
+)
+
+// Exit codes.
+const (
+	ExitOK    = 0 // success
+	ExitFail  = 1 // the run failed
+	ExitUsage = 2 // bad usage or bad input: nothing ran
+)
+
+// env is where a subcommand writes.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+type command struct {
+	name    string
+	args    string // synopsis of the arguments, for usage
+	summary string
+	run     func(e env, args []string) int
+}
+
+// commandList is the subcommand table, in the order usage lists them. It is
+// a function, not a variable, because help refers to it: a variable would be
+// an initialization cycle.
+func commandList() []command {
+	return []command{
+		{"sim", "[flags] SCENARIO.yaml", "run a scenario in virtual time and compare its policies", runSim},
+		{"version", "", "print the version", runVersion},
+		{"help", "[COMMAND]", "show help for the command or a subcommand", runHelp},
+	}
+}
+
+// Main runs the sluice command with args (without the program name) and
+// returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	e := env{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(stdout)
+		return ExitOK
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return ExitOK
+	}
+	for _, c := range commandList() {
+		if c.name == name {
+			return c.run(e, args[1:])
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", name)
+	usage(stderr)
+	return ExitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `sluice: overload protection for Go services.
+
+Usage:
+
+	sluice COMMAND [flags] [args]
+
+Commands:
+
+`)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, c := range commandList() {
+		fmt.Fprintf(tw, "\t%s\t%s\n", c.name, c.summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, `
+Run "sluice help COMMAND" for a command's flags. Try:
+
+	sluice sim scenarios/seed003-slowdown.yaml
+`)
+}
+
+func runHelp(e env, args []string) int {
+	if len(args) == 0 {
+		usage(e.stdout)
+		return ExitOK
+	}
+	if len(args) > 1 {
+		fmt.Fprintf(e.stderr, "sluice help: want at most one command, got %q\n", args)
+		return ExitUsage
+	}
+	for _, c := range commandList() {
+		if c.name == args[0] {
+			// Each command prints its own usage on -h.
+			c.run(env{stdout: e.stdout, stderr: e.stdout}, []string{"-h"})
+			return ExitOK
+		}
+	}
+	fmt.Fprintf(e.stderr, "sluice help: unknown command %q\n", args[0])
+	return ExitUsage
+}
+
+func runVersion(e env, args []string) int {
+	fs := newFlagSet(e, "version")
+	if _, code, ok := parse(fs, args, 0); !ok {
+		return code
+	}
+	fmt.Fprintln(e.stdout, version())
+	return ExitOK
+}
+
+// version describes the build from the information the Go toolchain embeds.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "sluice (unknown version)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	s := "sluice " + v
+	var rev, dirty string
+	for _, kv := range bi.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			if kv.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		s += " " + rev + dirty
+	}
+	return s + " " + bi.GoVersion
+}
+
+// newFlagSet returns a flag set for the named command that reports errors
+// instead of exiting, and prints the command's usage and flags on -h.
+func newFlagSet(e env, name string) *flag.FlagSet {
+	var c command
+	for _, c = range commandList() {
+		if c.name == name {
+			break
+		}
+	}
+	fs := flag.NewFlagSet("sluice "+c.name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: sluice %s %s\n\n%s.\n", c.name, c.args, upperFirst(c.summary))
+		if hasFlags(fs) {
+			fmt.Fprint(w, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parse parses args with fs, allowing flags after positional arguments
+// ("sluice sim x.yaml --json"), which the flag package alone does not. It
+// returns the positional arguments; want is how many there must be (-1 for
+// any number). When ok is false, the command returns code.
+func parse(fs *flag.FlagSet, args []string, want int) (pos []string, code int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, ExitOK, false
+			}
+			// The flag package has already printed the error and usage.
+			return nil, ExitUsage, false
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...) // after "--" everything is positional
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if want >= 0 && len(pos) != want {
+		switch {
+		case want == 0:
+			fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), pos[0])
+		case len(pos) < want:
+			fmt.Fprintf(fs.Output(), "%s: missing argument\n", fs.Name())
+		default:
+			fmt.Fprintf(fs.Output(), "%s: want %d argument(s), got %d: %s\n", fs.Name(), want, len(pos), strings.Join(pos, " "))
+		}
+		fs.Usage()
+		return nil, ExitUsage, false
+	}
+	return pos, ExitOK, true
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,256 @@
+package scenario
+
+import (
+	"encoding"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ErrInvalid is matched (errors.Is) by every error about a scenario file's
+// content, as opposed to an error reading it.
+var ErrInvalid = errors.New("invalid scenario")
+
+// Error is one problem in a scenario file: where it is and what is wrong.
+// It prints as FILE:LINE: FIELD: MESSAGE, the form editors jump to.
+type Error struct {
+	File  string
+	Line  int
+	Field string // path as written in the file, e.g. "policies[1].limit"; "" for the whole file
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+}
+
+// Is makes every *Error match ErrInvalid.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+// maxErrors bounds how many problems one parse reports: past a few, the
+// rest are usually echoes of the first.
+const maxErrors = 10
+
+// decoder walks a YAML node tree into a Go value, field by field, so that
+// every problem names its line and field path. It follows the yaml struct
+// tags of the target, so the file format is the simulator's types as they
+// are: a field added there is a key here.
+type decoder struct {
+	file  string
+	errs  []error
+	lines map[string]int // field path -> line, for errors found later
+}
+
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	if len(d.errs) >= maxErrors {
+		return
+	}
+	d.errs = append(d.errs, &Error{File: d.file, Line: n.Line, Field: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// decode sets v (addressable) from n; path names n in errors.
+func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if _, ok := d.lines[path]; !ok {
+		d.lines[path] = n.Line
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // "key:" with nothing: leave the default
+	}
+	if v.Type() == durationType {
+		d.duration(n, path, v)
+		return
+	}
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		// Named values such as concurrency.Discipline ("lifo") parse
+		// themselves.
+		if s, ok := d.scalar(n, path); ok {
+			if err := u.UnmarshalText([]byte(s)); err != nil {
+				d.errorf(n, path, "%v", err)
+			}
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		d.mapping(n, path, v)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.errorf(n, path, "want a list, got %s", describe(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, e := range n.Content {
+			d.decode(e, fmt.Sprintf("%s[%d]", path, i), s.Index(i))
+		}
+		v.Set(s)
+	case reflect.String:
+		if s, ok := d.scalar(n, path); ok {
+			v.SetString(s)
+		}
+	case reflect.Bool:
+		s, ok := d.scalar(n, path)
+		switch {
+		case !ok:
+		case s == "true":
+			v.SetBool(true)
+		case s == "false":
+			v.SetBool(false)
+		default:
+			d.errorf(n, path, "%q is not true or false", s)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		s, ok := d.scalar(n, path)
+		if !ok {
+			return
+		}
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v.OverflowInt(i) {
+			d.errorf(n, path, "%q is not a whole number", s)
+			return
+		}
+		v.SetInt(i)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		s, ok := d.scalar(n, path)
+		if !ok {
+			return
+		}
+		u, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v.OverflowUint(u) {
+			d.errorf(n, path, "%q is not a whole number >= 0", s)
+			return
+		}
+		v.SetUint(u)
+	case reflect.Float32, reflect.Float64:
+		s, ok := d.scalar(n, path)
+		if !ok {
+			return
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.errorf(n, path, "%q is not a number", s)
+			return
+		}
+		v.SetFloat(f)
+	default:
+		// A type the file format has no spelling for: a bug here, not in
+		// the file, but still not a reason to panic.
+		d.errorf(n, path, "cannot be set from a file (type %s)", v.Type())
+	}
+}
+
+// mapping sets the fields of struct v from mapping node n. Keys are the
+// fields' yaml tags; an unknown or repeated key is an error.
+func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "want a mapping of keys, got %s", describe(n))
+		return
+	}
+	fields := map[string]reflect.Value{}
+	collectFields(v, fields)
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		kp := k.Value
+		if path != "" {
+			kp = path + "." + k.Value
+		}
+		f, ok := fields[k.Value]
+		switch {
+		case !ok:
+			d.errorf(k, kp, "unknown key (known here: %s)", known(fields))
+		case seen[k.Value]:
+			d.errorf(k, kp, "key given twice")
+		default:
+			seen[k.Value] = true
+			d.lines[kp] = k.Line
+			d.decode(val, kp, f)
+		}
+	}
+}
+
+// collectFields maps yaml key names to v's fields, descending into fields
+// tagged ",inline".
+func collectFields(v reflect.Value, into map[string]reflect.Value) {
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		tag := sf.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if opts == "inline" && sf.Type.Kind() == reflect.Struct {
+			collectFields(v.Field(i), into)
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(sf.Name)
+		}
+		into[name] = v.Field(i)
+	}
+}
+
+func known(fields map[string]reflect.Value) string {
+	ks := make([]string, 0, len(fields))
+	for k := range fields {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return strings.Join(ks, ", ")
+}
+
+func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		d.errorf(n, path, "want a single value, got %s", describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+// duration reads a Go duration string: "2.5s", "75ms", "1m30s".
+func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return
+	}
+	dur, err := time.ParseDuration(s)
+	if err != nil {
+		if _, ferr := strconv.ParseFloat(s, 64); ferr == nil {
+			d.errorf(n, path, "%q has no unit: write a duration like %q", s, s+"s")
+		} else {
+			d.errorf(n, path, "%q is not a duration (want e.g. \"2.5s\", \"75ms\")", s)
+		}
+		return
+	}
+	v.SetInt(int64(dur))
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "an alias"
+}

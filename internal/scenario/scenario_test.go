@@ -1,0 +1,200 @@
+package scenario
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sim"
+)
+
+// good is a valid file; the bad cases below are edits of it, so that each
+// shows exactly one problem.
+const good = `# a comment
+name: demo
+seed: 42
+duration: 30s
+interval: 500ms
+origin:
+  workers: 7
+  queue: 100
+  service: {kind: constant, mean: 1s}
+  changes:
+    - at: 10s
+      service: {kind: constant, mean: 2s}
+load:
+  arrivals: poisson
+  rate: 5
+  timeout: 2.5s
+  client_workers: 10
+policies:
+  - name: static-5
+    kind: concurrency
+    limit: 5
+  - kind: adaptive
+    algorithm: aimd
+report:
+  within: 1s
+`
+
+func TestParseGood(t *testing.T) {
+	f, err := Parse("demo.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sim.Scenario{
+		Name: "demo", Seed: 42, Duration: 30 * time.Second, Interval: 500 * time.Millisecond,
+		Origin: sim.Origin{
+			Workers: 7, Queue: 100, Service: sim.Dist{Kind: sim.Constant, Mean: time.Second},
+			Changes: []sim.Change{{At: 10 * time.Second, Service: sim.Dist{Kind: sim.Constant, Mean: 2 * time.Second}}},
+		},
+		Load: sim.Load{Arrivals: sim.PoissonArrivals, Rate: 5, Timeout: 2500 * time.Millisecond, ClientWorkers: 10},
+		Policies: []sim.Policy{
+			{Name: "static-5", Kind: sim.Concurrency, Limit: 5},
+			{Kind: sim.Adaptive, Algorithm: sim.AIMD},
+		},
+	}
+	if !reflect.DeepEqual(f.Scenario, want) {
+		t.Errorf("got  %+v\nwant %+v", f.Scenario, want)
+	}
+	if f.Report.Within != time.Second || f.Path != "demo.yaml" {
+		t.Errorf("report %+v, path %q", f.Report, f.Path)
+	}
+}
+
+func TestParseDefaultName(t *testing.T) {
+	f, err := Parse("dir/my-run.yaml", []byte(strings.Replace(good, "name: demo\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Name != "my-run" {
+		t.Errorf("name = %q, want the file's base name my-run", f.Name)
+	}
+}
+
+func TestParseAlias(t *testing.T) {
+	src := strings.Replace(good, "  service: {kind: constant, mean: 1s}", "  service: &fast {kind: constant, mean: 1s}", 1)
+	src = strings.Replace(src, "      service: {kind: constant, mean: 2s}", "      service: *fast", 1)
+	f, err := Parse("a.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Origin.Changes[0].Service.Mean; got != time.Second {
+		t.Errorf("alias: mean = %v, want 1s", got)
+	}
+}
+
+// TestParseBad: every invalid file is an error that names the file, the line
+// and the field, matches ErrInvalid, and returns no scenario (nothing runs).
+func TestParseBad(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		old, new string // edit of good
+		want     string // the error starts with this
+	}{
+		{"unknown top-level key", "seed: 42\n", "seed: 42\nsed: 1\n", "bad.yaml:4: sed: unknown key"},
+		{"unknown nested key", "  queue: 100\n", "  queue: 100\n  qeue: 3\n", "bad.yaml:9: origin.qeue: unknown key"},
+		{"unknown key in a list", "    limit: 5\n", "    limit: 5\n    limt: 6\n", "bad.yaml:22: policies[0].limt: unknown key"},
+		{"key twice", "seed: 42\n", "seed: 42\nseed: 43\n", "bad.yaml:4: seed: key given twice"},
+		{"duration without unit", "duration: 30s", "duration: 30", `bad.yaml:4: duration: "30" has no unit`},
+		{"not a duration", "timeout: 2.5s", "timeout: soon", `bad.yaml:16: load.timeout: "soon" is not a duration`},
+		{"not a number", "rate: 5", "rate: five", `bad.yaml:15: load.rate: "five" is not a number`},
+		{"not an integer", "workers: 7", "workers: 7.5", `bad.yaml:7: origin.workers: "7.5" is not a whole number`},
+		{"negative seed", "seed: 42", "seed: -1", `bad.yaml:3: seed: "-1" is not a whole number >= 0`},
+		{"list where a mapping goes", "  service: {kind: constant, mean: 1s}", "  service: [1s]", "bad.yaml:9: origin.service: want a mapping"},
+		{"mapping where a list goes", "  changes:\n    - at: 10s\n      service: {kind: constant, mean: 2s}\n", "  changes: {at: 10s}\n", "bad.yaml:10: origin.changes: want a list"},
+		{"mapping where a value goes", "rate: 5", "rate: {x: 1}", "bad.yaml:15: load.rate: want a single value"},
+		{"unknown discipline", "    limit: 5\n", "    limit: 5\n    queue: 10\n    discipline: stack\n", `bad.yaml:23: policies[0].discipline: `},
+		{"discipline by name", "    limit: 5\n", "    limit: 5\n    discipline: lifo\n    queue: -2\n", `bad.yaml:23: policies[0].queue: must be >= 0, or -1`},
+		{"bool", "  client_workers: 10\n", "  client_workers: 10\n  ramp: yes\n", `bad.yaml:18: load.ramp: "yes" is not true or false`},
+		// Problems sim.Scenario.Validate finds get the line of their field.
+		{"mean must be > 0", "mean: 1s}", "mean: 0s}", "bad.yaml:9: origin.service.mean: must be > 0"},
+		{"negative workers", "workers: 7", "workers: -7", "bad.yaml:7: origin.workers: must be > 0"},
+		{"unknown policy kind", "kind: adaptive", "kind: magic", `bad.yaml:22: policies[1].kind: unknown policy "magic"`},
+		{"unknown distribution", "{kind: constant, mean: 2s}", "{kind: gaussian, mean: 2s}", `bad.yaml:12: origin.changes[0].service.kind: unknown distribution "gaussian"`},
+		{"required field left out", "    limit: 5\n", "", "bad.yaml:19: policies[0].limit: must be > 0 for a concurrency policy, got 0 (not set in the file)"},
+		{"required top-level field left out", "duration: 30s\n", "", "bad.yaml:1: duration: must be > 0, got 0s (not set in the file)"},
+		{"field of the wrong kind", "    algorithm: aimd\n", "    algorithm: aimd\n    rate: 10\n", "bad.yaml:24: policies[1].rate: rate and burst apply only"},
+		{"report.within negative", "within: 1s", "within: -1s", "bad.yaml:25: report.within: must be >= 0"},
+		// Whole-file problems.
+		{"syntax", "seed: 42\n", "seed: 42\n  oops: [\n", "bad.yaml:4: YAML syntax"},
+		{"tab indentation", "  workers: 7\n", "\tworkers: 7\n", "bad.yaml:7: YAML syntax"},
+		{"two documents", "report:\n", "---\nname: other\n---\nreport:\n", "bad.yaml:24: more than one YAML document"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(good, tc.old) {
+				t.Fatalf("bad test: %q is not in the good file", tc.old)
+			}
+			src := strings.Replace(good, tc.old, tc.new, 1)
+			f, err := Parse("bad.yaml", []byte(src))
+			if err == nil {
+				t.Fatalf("no error; parsed %+v", f.Scenario)
+			}
+			if f != nil {
+				t.Errorf("a scenario came back with the error")
+			}
+			if !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("error:\n %v\nwant prefix:\n %s", err, tc.want)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v does not match ErrInvalid", err)
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.File != "bad.yaml" || e.Line <= 0 {
+				t.Errorf("%v: not an *Error with file and line: %+v", err, e)
+			}
+		})
+	}
+}
+
+func TestParseEmpty(t *testing.T) {
+	for _, src := range []string{"", "# only a comment\n"} {
+		_, err := Parse("empty.yaml", []byte(src))
+		if err == nil || !strings.HasPrefix(err.Error(), "empty.yaml:1: empty scenario file") {
+			t.Errorf("Parse(%q) = %v", src, err)
+		}
+	}
+	_, err := Parse("list.yaml", []byte("- 1\n- 2\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "list.yaml:1: want a mapping of keys, got a list") {
+		t.Errorf("top-level list: %v", err)
+	}
+}
+
+// TestParseManyErrors: several problems are reported at once, each on its
+// own line, so one edit-run cycle fixes them all.
+func TestParseManyErrors(t *testing.T) {
+	src := strings.NewReplacer("seed: 42", "seed: x", "workers: 7", "workers: y", "rate: 5", "rat: 5").Replace(good)
+	_, err := Parse("m.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{"m.yaml:3: seed:", "m.yaml:7: origin.workers:", "m.yaml:15: load.rat: unknown key"}
+	if len(lines) != len(want) {
+		t.Fatalf("want %d errors, got:\n%v", len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("error %d = %q, want prefix %q", i, lines[i], w)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(filepath.Join(dir, "missing.yaml"))
+	if !errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrInvalid) {
+		t.Errorf("missing file: %v", err)
+	}
+}
