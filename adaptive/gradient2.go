@@ -92,7 +92,7 @@ type Gradient2 struct {
 
 	long   ewma
 	rt     roundTrip
-	seenAt int // highest in-flight of a round trip whose mean was <= long
+	seenAt int // highest in-flight at which long is known to hold
 }
 
 // NewGradient2 returns a Gradient2 limit, or an error naming the invalid
@@ -140,7 +140,11 @@ func (g *Gradient2) Observe(now time.Time, s Sample) int {
 		// long learns from samples at concurrency where it is known to
 		// hold, or that are no slower than it (see the type's doc).
 		r := float64(s.Latency)
-		if g.long.count < min(10, g.long.n) || s.InFlight <= g.seenAt || r <= g.long.value {
+		switch {
+		case g.long.count < min(10, g.long.n):
+			g.long.add(r) // warming up: all there is
+			g.seenAt = max(g.seenAt, s.InFlight)
+		case s.InFlight <= g.seenAt || r <= g.long.value:
 			g.long.add(r)
 		}
 	}
@@ -149,13 +153,11 @@ func (g *Gradient2) Observe(now time.Time, s Sample) int {
 	}
 	defer g.rt.next(now)
 	short := g.rt.mean()
-	if short > 0 {
-		if short <= g.long.value {
-			g.seenAt = max(g.seenAt, g.rt.maxInFlight)
-		}
-		if g.long.value > 2*short {
-			g.long.value *= 0.95 // latency fell back: let go of the overload
-		}
+	if short > 0 && short <= g.long.value {
+		g.seenAt = max(g.seenAt, g.rt.maxInFlight) // long holds up to here
+	}
+	if short > 0 && g.long.value > 2*short {
+		g.long.value *= 0.95 // latency fell back: let go of the overload
 	}
 	var next float64
 	switch {
