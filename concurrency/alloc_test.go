@@ -2,6 +2,7 @@ package concurrency
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -46,5 +47,53 @@ func TestAdaptiveReleaseAllocatesNothing(t *testing.T) {
 		p.Release(sluice.Success, 1)
 	}); n != 0 {
 		t.Errorf("Acquire+Release with an Algorithm: %v allocs, want 0", n)
+	}
+}
+
+// TestAdmissionCount checks the admission count kept in the fast path's
+// word across many flushes, with Stats read concurrently (run with -race).
+func TestAdmissionCount(t *testing.T) {
+	l := mustNew(t, Config{Limit: 2, MaxQueue: 8})
+	const per, workers = 3*flushAt + 17, 4
+	done := make(chan struct{})
+	var readerWG sync.WaitGroup
+	readerWG.Go(func() {
+		var last uint64
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			s := l.Stats()
+			if s.Admitted < last {
+				t.Errorf("Admitted went back from %d to %d", last, s.Admitted)
+				return
+			}
+			last = s.Admitted
+			if s.InFlight > 2 {
+				t.Errorf("InFlight %d over the limit", s.InFlight)
+				return
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range per {
+				p, err := l.Acquire(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				p.Release(sluice.Success, 1)
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	readerWG.Wait()
+	if s := l.Stats(); s.Admitted != per*workers || s.InFlight != 0 || s.Limit != 2 {
+		t.Errorf("Stats = %+v, want %d admitted", s, per*workers)
 	}
 }

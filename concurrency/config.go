@@ -9,8 +9,9 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 )
 
-// MaxLimit is the largest concurrency limit a limiter accepts.
-const MaxLimit = 1<<31 - 1
+// MaxLimit is the largest concurrency limit a limiter accepts (16,777,215):
+// the fast path packs the limit and the permits in flight into one word.
+const MaxLimit = 1<<24 - 1
 
 // Default CoDel parameters, from Facebook's "Fail at Scale" (Maurer, 2015):
 // "a value of 5 milliseconds for M and 100 ms for N tends to work well

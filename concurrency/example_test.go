@@ -38,7 +38,7 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// concurrency: invalid config: Limit = 0, want 1 to 2147483647
+	// concurrency: invalid config: Limit = 0, want 1 to 16777215
 }
 
 func ExampleLimiter_TryAcquire() {

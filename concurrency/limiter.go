@@ -22,17 +22,14 @@ import (
 //
 // A Limiter is safe for concurrent use. Create it with New.
 type Limiter struct {
-	// state mirrors the Core for the fast path: permits in flight (bits
-	// 0-31), the limit (bits 32-62) and slowBit. While slowBit is clear,
-	// nobody is queued, no one holds mu in the middle of a decision, and
-	// state's in-flight count is the truth (the Core's is stale): admitting
-	// into a free permit and releasing one are single CASes. Any decision
-	// that needs the Core sets slowBit under mu (enter), which diverts the
-	// fast path to mu, and clears it when the queue is empty again (leave).
-	state    atomic.Uint64
-	counters counter.Counters
-
-	queued atomic.Int64 // mirror of core.Queued for Stats
+	// hot holds the fast path's word (see state.go), alone in its cache
+	// line.
+	hot *hot
+	// flushed and slowAdmitted count admissions with hot's count bits.
+	flushed      atomic.Uint64
+	slowAdmitted atomic.Uint64
+	counters     counter.Counters // rejections
+	queued       atomic.Int64     // mirror of core.Queued for Stats
 	// fastRelease reports that a release may skip the Core when nobody is
 	// queued: there is no Algorithm to feed.
 	fastRelease bool
@@ -46,22 +43,15 @@ type Limiter struct {
 	pool []*waiter
 }
 
-const (
-	inFlightMask = 1<<32 - 1
-	limitShift   = 32
-	limitMask    = 1<<31 - 1
-	slowBit      = 1 << 63
-)
-
 // New returns a Limiter configured by cfg, or an error naming the invalid
 // field (it matches ErrInvalidConfig).
 func New(cfg Config) (*Limiter, error) {
-	l := new(Limiter)
+	l := &Limiter{hot: new(hot)}
 	if err := l.core.init(cfg); err != nil {
 		return nil, err
 	}
 	l.fastRelease = l.core.cfg.Algorithm == nil
-	l.state.Store(uint64(l.core.limit) << limitShift)
+	l.hot.state.Store(uint64(l.core.limit) << limitShift)
 	return l, nil
 }
 
@@ -84,7 +74,6 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 		}
 	}
 	if t, ok := l.tryFast(); ok {
-		l.counters.Admit()
 		return sluice.NewPermit((*releaser)(l), t), nil
 	}
 	return l.acquireSlow(ctx)
@@ -95,7 +84,6 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 // waits.
 func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 	if t, ok := l.tryFast(); ok {
-		l.counters.Admit()
 		return sluice.NewPermit((*releaser)(l), t), nil
 	}
 	l.mu.Lock()
@@ -106,33 +94,11 @@ func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 	return l.verdict(a)
 }
 
-// tryFast admits into a free permit while the fast path is open, and
-// returns the permit's token (permits in flight, this one included).
-func (l *Limiter) tryFast() (uint64, bool) {
-	for {
-		s := l.state.Load()
-		if s&slowBit != 0 || s&inFlightMask >= s>>limitShift&limitMask {
-			return 0, false
-		}
-		if l.state.CompareAndSwap(s, s+1) {
-			return s&inFlightMask + 1, true
-		}
-	}
-}
-
 // Release implements sluice.Releaser for the Limiter's permits.
 func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration) {
 	l := (*Limiter)(r)
-	if l.fastRelease || o == sluice.Ignore || o == sluice.Canceled {
-		for {
-			s := l.state.Load()
-			if s&slowBit != 0 {
-				break
-			}
-			if l.state.CompareAndSwap(s, s-1) {
-				return
-			}
-		}
+	if (l.fastRelease || o == sluice.Ignore || o == sluice.Canceled) && l.releaseFast() {
+		return
 	}
 	now := clock.Nanos()
 	l.mu.Lock()
@@ -164,43 +130,21 @@ func (l *Limiter) SetLimit(n int) error {
 // Stats reports the limit, permits in flight, callers queued, and the
 // admissions and rejections counted since New. It takes no lock.
 func (l *Limiter) Stats() sluice.Stats {
-	st := l.state.Load()
+	st, admitted := l.snapshot()
 	s := sluice.Stats{
 		Limit:    float64(st >> limitShift & limitMask),
 		InFlight: int(st & inFlightMask),
 		Queued:   int(l.queued.Load()),
 	}
 	l.counters.Fill(&s)
+	s.Admitted = admitted
 	return s
-}
-
-// enter makes the Core the truth: it closes the fast path (slowBit) and
-// brings the Core's in-flight count up to date. Call with mu held.
-func (l *Limiter) enter() {
-	for {
-		s := l.state.Load()
-		if s&slowBit != 0 || l.state.CompareAndSwap(s, s|slowBit) {
-			l.core.inFlight = int(s & inFlightMask)
-			return
-		}
-	}
-}
-
-// leave publishes the Core's state to the fast path, and reopens the fast
-// path if nobody is queued. Call with mu held, after enter.
-func (l *Limiter) leave() {
-	s := uint64(l.core.inFlight) | uint64(l.core.limit)<<limitShift
-	if l.core.q.n > 0 {
-		s |= slowBit
-	}
-	l.state.Store(s)
-	l.queued.Store(int64(l.core.q.n))
 }
 
 // verdict turns an arrival that was not queued into Acquire's result.
 func (l *Limiter) verdict(a Arrival) (sluice.Permit, error) {
 	if a.Verdict == Admitted {
-		l.counters.Admit()
+		l.slowAdmitted.Add(1)
 		return sluice.NewPermit((*releaser)(l), a.Token), nil
 	}
 	l.counters.Reject(a.Reason)

@@ -105,7 +105,7 @@ func (l *Limiter) acquireSlow(ctx context.Context) (sluice.Permit, error) {
 func (l *Limiter) finish(w *waiter, e Event) (sluice.Permit, error) {
 	l.putWaiter(w)
 	if e.Admitted {
-		l.counters.Admit()
+		l.slowAdmitted.Add(1)
 		return sluice.NewPermit((*releaser)(l), e.Token), nil
 	}
 	l.counters.Reject(e.Reason)

@@ -1,0 +1,133 @@
+package concurrency
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// The fast path.
+//
+// hot.state mirrors the Core in one word so that the common case — a permit
+// free and nobody queued — costs one CAS to acquire and one to release:
+//
+//	bits  0-23  permits in flight
+//	bits 24-47  the limit
+//	bits 48-61  admissions not yet added to Limiter.flushed
+//	bit  62     pendingBit: a flush of the admission count is under way
+//	bit  63     slowBit: the Core is the truth; take mu
+//
+// While slowBit is clear nobody is queued and the word's in-flight count is
+// the truth (the Core's copy is stale). Every decision that needs the Core
+// takes mu and sets slowBit (enter), which sends the fast path to mu too;
+// leave publishes the Core's counts and clears slowBit once the queue is
+// empty. So the fast path only ever decides what the Core would: admit when
+// a permit is free and nobody waits, and give a permit back when nobody
+// waits and there is no Algorithm to feed.
+//
+// Admissions are counted in the word rather than in a second atomic, which
+// would cost a second read-modify-write on every acquire. Every flushAt
+// admissions, the acquirer that reaches it moves them to Limiter.flushed;
+// pendingBit tells Stats that the move is half done.
+const (
+	inFlightMask = 1<<24 - 1
+	limitShift   = 24
+	limitMask    = 1<<24 - 1
+	countShift   = 48
+	countMask    = 1<<14 - 1
+	countOne     = 1 << countShift
+	flushAt      = 1 << 13
+	pendingBit   = 1 << 62
+	slowBit      = 1 << 63
+)
+
+// hot is alone in its cache line: the allocator aligns 64-byte objects to
+// 64 bytes, so no other field shares the line every fast path writes.
+type hot struct {
+	state atomic.Uint64
+	_     [56]byte
+}
+
+// tryFast admits into a free permit while the fast path is open, and
+// returns the permit's token (permits in flight, this one included).
+func (l *Limiter) tryFast() (uint64, bool) {
+	for {
+		s := l.hot.state.Load()
+		if s&slowBit != 0 || s&inFlightMask >= s>>limitShift&limitMask {
+			return 0, false
+		}
+		n, flush := s+1+countOne, false
+		switch c := n >> countShift & countMask; {
+		case c >= flushAt && s&pendingBit == 0:
+			n, flush = n-flushAt*countOne|pendingBit, true
+		case c == countMask:
+			// A flush has been pending for 8192 admissions: let the slow
+			// path count this one rather than overflow the field.
+			return 0, false
+		}
+		if l.hot.state.CompareAndSwap(s, n) {
+			if flush {
+				l.flushed.Add(flushAt)
+				l.hot.state.And(^uint64(pendingBit))
+			}
+			return s&inFlightMask + 1, true
+		}
+	}
+}
+
+// releaseFast gives a permit back while the fast path is open, and reports
+// whether it did.
+func (l *Limiter) releaseFast() bool {
+	for {
+		s := l.hot.state.Load()
+		if s&slowBit != 0 {
+			return false
+		}
+		if l.hot.state.CompareAndSwap(s, s-1) {
+			return true
+		}
+	}
+}
+
+// enter makes the Core the truth: it closes the fast path and brings the
+// Core's in-flight count up to date. Call with mu held.
+func (l *Limiter) enter() {
+	for {
+		s := l.hot.state.Load()
+		if s&slowBit != 0 || l.hot.state.CompareAndSwap(s, s|slowBit) {
+			l.core.inFlight = int(s & inFlightMask)
+			return
+		}
+	}
+}
+
+// leave publishes the Core's counts to the fast path, and reopens it if
+// nobody is queued. Call with mu held, after enter. It keeps the count
+// bits, and CASes rather than stores because a flusher may still clear
+// pendingBit.
+func (l *Limiter) leave() {
+	n := uint64(l.core.inFlight) | uint64(l.core.limit)<<limitShift
+	if l.core.q.n > 0 {
+		n |= slowBit
+	}
+	for {
+		s := l.hot.state.Load()
+		if l.hot.state.CompareAndSwap(s, s&(countMask<<countShift|pendingBit)|n) {
+			break
+		}
+	}
+	l.queued.Store(int64(l.core.q.n))
+}
+
+// snapshot returns the state word and the admissions counted so far. A
+// flush subtracts from the word before it adds to flushed, so a reading is
+// taken again if a flush was pending or completed during it.
+func (l *Limiter) snapshot() (uint64, uint64) {
+	for {
+		f := l.flushed.Load()
+		s := l.hot.state.Load()
+		if s&pendingBit == 0 && l.flushed.Load() == f {
+			return s, f + s>>countShift&countMask + l.slowAdmitted.Load()
+		}
+		runtime.Gosched()
+	}
+}
