@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -369,5 +370,51 @@ func (c *closeRecorder) Close() error { c.closed = true; return nil }
 func TestNewTransportValidates(t *testing.T) {
 	if _, err := NewTransport(TransportConfig{Retry: RetryPolicy{MaxAttempts: -1}}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestTransportConcurrent runs many requests at once over pooled keep-alive
+// connections (outside a bubble) so the race detector sees the permit and
+// counter paths under contention; the server's count must match the
+// transport's.
+func TestTransportConcurrent(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1)%3 == 0 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0.999999 }})
+	tr, _ := NewTransport(TransportConfig{Base: base, Limiter: th, Retry: RetryPolicy{BaseDelay: time.Microsecond}})
+	c := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 25 {
+				resp, err := c.Get(srv.URL)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 && resp.StatusCode != 503 {
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := tr.Stats()
+	if st.Requests != 200 || uint64(hits.Load()) != st.Requests+st.Retries {
+		t.Fatalf("stats %+v, server saw %d", st, hits.Load())
+	}
+	if s := th.Stats(); s.InFlight != 0 || s.Admitted != uint64(hits.Load()) {
+		t.Fatalf("throttler %+v, want every permit released and one per attempt", s)
 	}
 }
