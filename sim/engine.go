@@ -31,13 +31,17 @@ type request struct {
 // engine runs one policy against a fresh origin in virtual time (ns since
 // the start of the run).
 type engine struct {
-	sc   *Scenario
-	now  int64
-	end  int64
-	h    eventHeap
-	seq  uint64
-	reqs []request
-	free []int32
+	sc         *Scenario
+	now        int64
+	end        int64
+	h          eventHeap
+	dls        eventFIFO // client deadlines, in time order
+	otos       eventFIFO // origin timeouts, in time order
+	seq        uint64
+	tick       int64 // the interval width
+	nextChange int
+	reqs       []request
+	free       []int32
 
 	rngArr, rngSvc, rngRetry *rand.Rand
 
@@ -85,16 +89,9 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	// moment after the policy was built, so a rate bucket starts full.
 	e.base = clock.Nanos() + int64(time.Second)
 
-	for t := int64(interval); ; t += int64(interval) {
-		if t >= e.end {
-			e.schedule(e.end, evTick, 0, 0)
-			break
-		}
-		e.schedule(t, evTick, 0, 0)
-	}
-	for i, c := range sc.Origin.Changes {
-		e.schedule(int64(c.At), evChange, int32(i), 0)
-	}
+	e.tick = int64(interval)
+	e.schedule(min(e.tick, e.end), evTick, 0, 0)
+	e.scheduleChange()
 	if b := sc.Load.Bursts; b.Size > 0 {
 		e.schedule(int64(b.At), evBurst, 0, 0)
 	}
@@ -119,9 +116,53 @@ func (e *engine) wake(at int64) {
 	e.schedule(max(at, e.now), evWake, 0, 0)
 }
 
+// scheduleChange schedules the next origin change, if any. Changes and
+// ticks are scheduled one at a time to keep the heap small.
+func (e *engine) scheduleChange() {
+	if cs := e.sc.Origin.Changes; e.nextChange < len(cs) {
+		e.schedule(int64(cs[e.nextChange].At), evChange, int32(e.nextChange), 0)
+		e.nextChange++
+	}
+}
+
+// scheduleFIFO schedules an event on one of the FIFOs, whose times never
+// decrease.
+func (e *engine) scheduleFIFO(f *eventFIFO, at int64, k evKind, id int32, gen uint32) {
+	e.seq++
+	f.push(event{at: at, seq: e.seq, id: id, gen: gen, kind: k})
+}
+
+// next pops the earliest event of the heap and the FIFOs.
+func (e *engine) next() (event, bool) {
+	var best *event
+	if len(e.h) > 0 {
+		best = &e.h[0]
+	}
+	from := 0
+	if e.dls.n > 0 && (best == nil || before(e.dls.peek(), best)) {
+		best, from = e.dls.peek(), 1
+	}
+	if e.otos.n > 0 && (best == nil || before(e.otos.peek(), best)) {
+		best, from = e.otos.peek(), 2
+	}
+	if best == nil || best.at > e.end {
+		return event{}, false
+	}
+	switch from {
+	case 1:
+		return e.dls.pop(), true
+	case 2:
+		return e.otos.pop(), true
+	}
+	return e.h.pop(), true
+}
+
 func (e *engine) run() {
-	for len(e.h) > 0 && e.h[0].at <= e.end {
-		ev := e.h.pop()
+	for {
+		ev, ok := e.next()
+		if !ok {
+			return
+		}
 		e.now = ev.at
 		switch ev.kind {
 		case evArrival:
@@ -141,9 +182,13 @@ func (e *engine) run() {
 			}
 			e.pol.wake(e.now)
 		case evTick:
-			e.tick()
+			e.closeInterval()
+			if e.now < e.end {
+				e.schedule(min(e.now+e.tick, e.end), evTick, 0, 0)
+			}
 		case evChange:
 			e.org.change(e, &e.sc.Origin.Changes[ev.id])
+			e.scheduleChange()
 		default:
 			if r := &e.reqs[ev.id]; r.gen == ev.gen {
 				e.fire(ev.kind, ev.id, r)
@@ -225,7 +270,7 @@ func (e *engine) start(id int32, r *request) {
 	r.deadline = never
 	if e.timeout > 0 {
 		r.deadline = e.now + e.timeout
-		e.schedule(r.deadline, evDeadline, id, r.gen)
+		e.scheduleFIFO(&e.dls, r.deadline, evDeadline, id, r.gen)
 	}
 	e.pol.arrive(e.now, id, r)
 }
@@ -316,7 +361,7 @@ func (e *engine) fail(id int32, r *request) {
 	e.maybeFree(id, r)
 }
 
-func (e *engine) tick() {
+func (e *engine) closeInterval() {
 	p := e.m.tick(e.now)
 	p.Limit = e.pol.limit()
 	p.InFlight = e.inFlight

@@ -77,3 +77,41 @@ func (h *eventHeap) pop() event {
 	*h = s
 	return top
 }
+
+// eventFIFO holds events scheduled in non-decreasing time order, such as
+// client deadlines (send time + a constant timeout): a ring buffer instead
+// of the heap, O(1) per event, and it keeps the heap small.
+type eventFIFO struct {
+	buf  []event
+	head int
+	n    int
+}
+
+func (f *eventFIFO) push(ev event) {
+	if f.n == len(f.buf) {
+		grown := make([]event, max(2*len(f.buf), 64))
+		for i := range f.n {
+			grown[i] = f.buf[(f.head+i)&(len(f.buf)-1)]
+		}
+		f.buf, f.head = grown, 0
+	}
+	f.buf[(f.head+f.n)&(len(f.buf)-1)] = ev
+	f.n++
+}
+
+func (f *eventFIFO) peek() *event { return &f.buf[f.head] }
+
+func (f *eventFIFO) pop() event {
+	ev := f.buf[f.head]
+	f.head = (f.head + 1) & (len(f.buf) - 1)
+	f.n--
+	return ev
+}
+
+// before reports whether a fires before b.
+func before(a, b *event) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}

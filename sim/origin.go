@@ -5,7 +5,7 @@ package sim
 type origin struct {
 	workers int
 	busy    int
-	bound   int // queue bound; Unbounded: none
+	bound   int   // queue bound; Unbounded: none
 	tmo     int64 // the origin's timeout, 0: none
 	svc     sampler
 
@@ -34,7 +34,7 @@ func (o *origin) capacity() float64 { return float64(o.workers) / (o.svc.meanAct
 // submit takes an admitted request: serve it, queue it or refuse it.
 func (o *origin) submit(e *engine, id int32, r *request) {
 	if o.tmo > 0 {
-		e.schedule(e.now+o.tmo, evOriginTimeout, id, r.gen)
+		e.scheduleFIFO(&e.otos, e.now+o.tmo, evOriginTimeout, id, r.gen)
 	}
 	switch {
 	case o.busy < o.workers:

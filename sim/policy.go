@@ -35,7 +35,7 @@ func newPolicy(e *engine, p *Policy) (policy, error) {
 // nonePolicy admits everything.
 type nonePolicy struct{ e *engine }
 
-func (p nonePolicy) arrive(_ int64, id int32, r *request)                   { p.e.admit(id, r, 0) }
+func (p nonePolicy) arrive(_ int64, id int32, r *request)                { p.e.admit(id, r, 0) }
 func (nonePolicy) release(int64, int32, *request, sluice.Outcome, int64) {}
 func (nonePolicy) cancel(int64, int32, *request)                         {}
 func (nonePolicy) wake(int64)                                            {}

@@ -43,17 +43,41 @@ func newCorePolicy(e *engine, p *Policy) (*corePolicy, error) {
 	return &corePolicy{e: e, c: c, waiters: make(map[concurrency.WaiterID]int32)}, nil
 }
 
-func newAlgorithm(p *Policy) (adaptive.Algorithm, error) {
-	switch p.Algorithm {
-	case AIMD:
-		return adaptive.NewAIMD(adaptive.AIMDConfig{
-			InitialLimit: p.Limit, MinLimit: p.MinLimit, MaxLimit: p.MaxLimit,
-			Backoff: p.Backoff, Timeout: p.Timeout,
-		})
-	case Vegas:
-		return adaptive.NewVegas(adaptive.VegasConfig{InitialLimit: p.Limit, MinLimit: p.MinLimit, MaxLimit: p.MaxLimit})
+// algorithm is the adaptive algorithm the policy selects.
+func (p *Policy) algorithm() AlgorithmKind {
+	if p.Algorithm == "" {
+		return Gradient2
 	}
-	return adaptive.NewGradient2(adaptive.Gradient2Config{InitialLimit: p.Limit, MinLimit: p.MinLimit, MaxLimit: p.MaxLimit})
+	return p.Algorithm
+}
+
+// override replaces a config's limit field by the policy's, when set.
+func override(cfg *int, v int) {
+	if v != 0 {
+		*cfg = v
+	}
+}
+
+func newAlgorithm(p *Policy) (adaptive.Algorithm, error) {
+	switch p.algorithm() {
+	case AIMD:
+		c := p.AIMD
+		override(&c.InitialLimit, p.Limit)
+		override(&c.MinLimit, p.MinLimit)
+		override(&c.MaxLimit, p.MaxLimit)
+		return adaptive.NewAIMD(c)
+	case Vegas:
+		c := p.Vegas
+		override(&c.InitialLimit, p.Limit)
+		override(&c.MinLimit, p.MinLimit)
+		override(&c.MaxLimit, p.MaxLimit)
+		return adaptive.NewVegas(c)
+	}
+	c := p.Gradient2
+	override(&c.InitialLimit, p.Limit)
+	override(&c.MinLimit, p.MinLimit)
+	override(&c.MaxLimit, p.MaxLimit)
+	return adaptive.NewGradient2(c)
 }
 
 func (p *corePolicy) arrive(now int64, id int32, r *request) {

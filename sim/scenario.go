@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 )
 
@@ -219,12 +220,15 @@ type Policy struct {
 	MaxLimit int `yaml:"max_limit" json:"max_limit"`
 	// Algorithm is the adaptive algorithm. Default gradient2.
 	Algorithm AlgorithmKind `yaml:"algorithm" json:"algorithm"`
-	// Backoff is AIMD's multiplicative decrease on a drop, in (0, 1).
-	// Default: the algorithm's own (0.75).
-	Backoff float64 `yaml:"backoff" json:"backoff"`
-	// Timeout makes AIMD treat a success slower than it as a drop.
-	// Default 0: only drops back off.
-	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// AIMD, Vegas and Gradient2 tune the adaptive algorithm of that name
+	// (only the one selected by Algorithm may be set); their zero values
+	// are the algorithm's defaults. In YAML their keys are the lowercased
+	// field names (aimd: {backoff: 0.9, timeout: 2s}). Limit, MinLimit and
+	// MaxLimit above, when set, override the config's InitialLimit,
+	// MinLimit and MaxLimit.
+	AIMD      adaptive.AIMDConfig      `yaml:"aimd" json:"aimd"`
+	Vegas     adaptive.VegasConfig     `yaml:"vegas" json:"vegas"`
+	Gradient2 adaptive.Gradient2Config `yaml:"gradient2" json:"gradient2"`
 
 	// Queue is the most requests waiting for admission: 0 rejects at once,
 	// Unbounded (-1) never rejects for length. Default 0.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 )
 
@@ -216,9 +217,6 @@ func (p *Policy) validate(f string) error {
 		if p.MaxLimit > 0 && p.MinLimit > p.MaxLimit {
 			return bad(f+".min_limit", "must be <= max_limit (%d), got %d", p.MaxLimit, p.MinLimit)
 		}
-		if p.Backoff != 0 && !(p.Backoff > 0 && p.Backoff < 1) {
-			return bad(f+".backoff", "must be in (0, 1), got %v", p.Backoff)
-		}
 		queueing = true
 	case TokenBucket, Ticker:
 		if !(p.Rate > 0 && p.Rate <= maxRate) {
@@ -232,14 +230,25 @@ func (p *Policy) validate(f string) error {
 	default:
 		return bad(f+".kind", "unknown policy %q (none, concurrency, adaptive, token-bucket, ticker)", p.Kind)
 	}
-	if p.Kind != Adaptive && (p.Algorithm != "" || p.MinLimit != 0 || p.MaxLimit != 0 || p.Backoff != 0 || p.Timeout != 0) {
-		return bad(f+".algorithm", "algorithm, min_limit, max_limit, backoff and timeout apply only to adaptive")
+	if p.Kind != Adaptive && (p.Algorithm != "" || p.MinLimit != 0 || p.MaxLimit != 0) {
+		return bad(f+".algorithm", "algorithm, min_limit and max_limit apply only to adaptive")
 	}
-	if p.Timeout < 0 {
-		return bad(f+".timeout", "must be >= 0, got %v", p.Timeout)
+	for _, a := range []struct {
+		name  AlgorithmKind
+		isSet bool
+	}{
+		{AIMD, p.AIMD != (adaptive.AIMDConfig{})},
+		{Vegas, p.Vegas != (adaptive.VegasConfig{})},
+		{Gradient2, p.Gradient2 != (adaptive.Gradient2Config{})},
+	} {
+		if a.isSet && (p.Kind != Adaptive || p.algorithm() != a.name) {
+			return bad(f+"."+string(a.name), "applies only to an adaptive policy with algorithm %s", a.name)
+		}
 	}
-	if p.Kind == Adaptive && p.Algorithm != AIMD && (p.Backoff != 0 || p.Timeout != 0) {
-		return bad(f+".backoff", "backoff and timeout apply only to the aimd algorithm")
+	if p.Kind == Adaptive {
+		if _, err := newAlgorithm(p); err != nil {
+			return bad(f+"."+string(p.algorithm()), "%v", err)
+		}
 	}
 	if p.Kind != Concurrency && p.Kind != Adaptive && p.Limit != 0 {
 		return bad(f+".limit", "applies only to concurrency and adaptive")
