@@ -24,8 +24,13 @@ func FromSim(s sim.Scenario, res sim.Result, within time.Duration) *Report {
 	window := (s.Duration - s.Warmup).Seconds()
 	for i := range res.Policies {
 		pr := &res.Policies[i]
+		var kind string
+		if i < len(s.Policies) {
+			kind = string(s.Policies[i].Kind)
+		}
 		r.Policies = append(r.Policies, Policy{
 			Name:    pr.Name,
+			Kind:    kind,
 			Summary: summary(pr, window, within),
 			Series:  points(pr.Series),
 		})

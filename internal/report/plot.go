@@ -49,17 +49,19 @@ func PlotFile(path string, r *Report) error {
 	return f.Close()
 }
 
-// Plot size: three panels stacked, readable on a laptop screen.
+// Plot size: three panels stacked, readable on a laptop screen, with one
+// legend for all of them in a strip on the right.
 const (
-	plotWidth  = 9 * vg.Inch
-	plotHeight = 10 * vg.Inch
-	plotDPI    = 110
+	plotWidth   = 10 * vg.Inch
+	plotHeight  = 10 * vg.Inch
+	legendWidth = 1.7 * vg.Inch
+	plotDPI     = 100
 )
 
-// Plot draws r as three panels over time, one colour per policy:
-// goodput (with the offered load in grey), the latency of successes (p99
-// solid, p50 dashed) and the policy's limit (solid) with its requests in
-// flight (dashed). format is "svg" or "png".
+// Plot draws r as three panels over time, one colour per policy: goodput
+// (with the offered load in grey), the latency of successes (p99 solid, p50
+// dashed), and the concurrency limit (solid) with the requests in flight
+// (dashed) of the policies that limit concurrency. format is "svg" or "png".
 func Plot(w io.Writer, format string, r *Report) error {
 	panels := [][]*plot.Plot{{goodputPanel(r)}, {latencyPanel(r)}, {limitPanel(r)}}
 	for _, row := range panels {
@@ -68,9 +70,6 @@ func Plot(w io.Writer, format string, r *Report) error {
 		p.X.Min = 0
 		p.Y.Min = 0
 		p.Add(plotter.NewGrid())
-		p.Legend.Top = true
-		p.Legend.Left = true
-		p.Legend.ThumbnailWidth = 0.4 * vg.Inch
 	}
 	var (
 		canvas vg.CanvasWriterTo
@@ -87,13 +86,37 @@ func Plot(w io.Writer, format string, r *Report) error {
 	default:
 		return fmt.Errorf("%w: format %q", ErrPlotFormat, format)
 	}
+	left := draw.Crop(dc, 0, -legendWidth, 0, 0)
 	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(8), PadBottom: vg.Points(4),
-		PadLeft: vg.Points(4), PadRight: vg.Points(12), PadY: vg.Points(14)}
-	for i, row := range plot.Align(panels, tiles, dc) {
+		PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(14)}
+	for i, row := range plot.Align(panels, tiles, left) {
 		panels[i][0].Draw(row[0])
 	}
+	l := legend(r)
+	l.Draw(draw.Crop(dc, plotWidth-legendWidth+vg.Points(6), 0, 0, -vg.Points(24)))
 	_, err := canvas.WriteTo(w)
 	return err
+}
+
+// legend names the policies' colours once for the three panels.
+func legend(r *Report) plot.Legend {
+	l := plot.NewLegend()
+	l.Top, l.Left = true, true
+	l.ThumbnailWidth = 0.35 * vg.Inch
+	l.TextStyle.Font.Size = vg.Points(11)
+	for i, pol := range r.Policies {
+		l.Add(pol.Name, lineStyle(plotutil.Color(i), nil))
+	}
+	l.Add("offered load", lineStyle(grey, dashed))
+	return l
+}
+
+func lineStyle(c color.Color, dashes []vg.Length) *plotter.Line {
+	l := &plotter.Line{}
+	l.Color = c
+	l.Width = vg.Points(1.5)
+	l.Dashes = dashes
+	return l
 }
 
 func goodputPanel(r *Report) *plot.Plot {
@@ -102,11 +125,11 @@ func goodputPanel(r *Report) *plot.Plot {
 	p.Y.Label.Text = "requests/s"
 	if len(r.Policies) > 0 {
 		offered := series(r.Policies[0].Series, func(pt Point) (float64, bool) { return pt.OfferedRPS, true })
-		addLines(p, offered, grey, dashed, "offered")
+		addLines(p, offered, grey, dashed)
 	}
 	for i, pol := range r.Policies {
 		s := series(pol.Series, func(pt Point) (float64, bool) { return pt.GoodputRPS, true })
-		addLines(p, s, plotutil.Color(i), nil, pol.Name)
+		addLines(p, s, plotutil.Color(i), nil)
 	}
 	return p
 }
@@ -121,28 +144,33 @@ func latencyPanel(r *Report) *plot.Plot {
 		has := func(pt Point) bool { return pt.P99Ms > 0 || pt.P50Ms > 0 }
 		p99 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P99Ms, has(pt) })
 		p50 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P50Ms, has(pt) })
-		addLines(p, p99, plotutil.Color(i), nil, pol.Name)
-		addLines(p, p50, plotutil.Color(i), dashed, "")
+		addLines(p, p99, plotutil.Color(i), nil)
+		addLines(p, p50, plotutil.Color(i), dashed)
 	}
 	return p
 }
 
 func limitPanel(r *Report) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = "limit (solid) and requests in flight (dashed)"
+	p.Title.Text = "concurrency limit (solid) and requests in flight (dashed)"
 	p.Y.Label.Text = "requests"
 	for i, pol := range r.Policies {
+		// A rate limit's limit is per second and no policy's in-flight
+		// count is bounded: drawing them here would squash the lines
+		// that are about concurrency.
+		if !limitsConcurrency(pol.Kind) {
+			continue
+		}
 		limit := series(pol.Series, func(pt Point) (float64, bool) { return pt.Limit, pt.Limit > 0 })
 		inFlight := series(pol.Series, func(pt Point) (float64, bool) { return float64(pt.InFlight), true })
-		addLines(p, limit, plotutil.Color(i), nil, pol.Name)
-		name := ""
-		if len(limit) == 0 {
-			name = pol.Name // no limit to show: name the in-flight line instead
-		}
-		addLines(p, inFlight, plotutil.Color(i), dashed, name)
+		addLines(p, limit, plotutil.Color(i), nil)
+		addLines(p, inFlight, plotutil.Color(i), dashed)
 	}
 	return p
 }
+
+// limitsConcurrency reports whether a policy kind has a concurrency limit.
+func limitsConcurrency(kind string) bool { return kind == "concurrency" || kind == "adaptive" }
 
 var (
 	grey   = color.Gray{Y: 150}
@@ -171,20 +199,14 @@ func series(pts []Point, get func(Point) (float64, bool)) []plotter.XYs {
 	return out
 }
 
-// addLines draws each segment as a line of one style, and adds one legend
-// entry named name (none when name is empty).
-func addLines(p *plot.Plot, segs []plotter.XYs, c color.Color, dashes []vg.Length, name string) {
-	for i, seg := range segs {
+// addLines draws each segment as a line of one style.
+func addLines(p *plot.Plot, segs []plotter.XYs, c color.Color, dashes []vg.Length) {
+	for _, seg := range segs {
 		l, err := plotter.NewLine(seg)
 		if err != nil {
 			continue // a NaN or Inf point: skip the segment rather than fail the plot
 		}
-		l.Color = c
-		l.Width = vg.Points(1.5)
-		l.Dashes = dashes
+		l.LineStyle = lineStyle(c, dashes).LineStyle
 		p.Add(l)
-		if i == 0 && name != "" {
-			p.Legend.Add(name, l)
-		}
 	}
 }

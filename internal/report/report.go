@@ -39,7 +39,10 @@ type Report struct {
 
 // Policy is what one policy achieved.
 type Policy struct {
-	Name    string  `json:"name"`
+	Name string `json:"name"`
+	// Kind is the policy's kind as the scenario names it: none,
+	// concurrency, adaptive, token-bucket, ticker.
+	Kind    string  `json:"kind"`
 	Summary Summary `json:"summary"`
 	// Series is the run cut into intervals of IntervalS seconds.
 	Series []Point `json:"series"`

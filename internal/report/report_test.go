@@ -22,12 +22,12 @@ func sample() *Report {
 		Version: Version, Scenario: "demo", File: "scenarios/demo.yaml", Seed: 7,
 		DurationS: 4, IntervalS: 1,
 	}
-	none := Policy{Name: "none", Summary: Summary{
+	none := Policy{Name: "none", Kind: "none", Summary: Summary{
 		OfferedRPS: 5, GoodputRPS: 0.25, ThroughputRPS: 3.5, CapacityRPS: 3.5, GoodputPct: 7.14,
 		Sent: 20, Successes: 1, Timeouts: 19, Wasted: 12, Rejected: map[string]int64{},
 		Success: Latency{Count: 1, P50: 2400, P99: 2400, P999: 2400, Max: 2400},
 	}}
-	limited := Policy{Name: "static-5", Summary: Summary{
+	limited := Policy{Name: "static-5", Kind: "concurrency", Summary: Summary{
 		OfferedRPS: 5, GoodputRPS: 2.5, ThroughputRPS: 2.5, CapacityRPS: 3.5, GoodputPct: 71.4,
 		Sent: 20, Successes: 10, Refused: 1, Rejected: map[string]int64{"limit": 9, "queue_full": 1}, RejectedTotal: 10,
 		Success:   Latency{Count: 10, P50: 2000, P99: 2010, P999: 2010, Max: 2010},
@@ -81,6 +81,11 @@ func TestJSONFieldNames(t *testing.T) {
 		}
 	}
 	pol := doc["policies"].([]any)[1].(map[string]any)
+	for _, k := range []string{"name", "kind", "summary", "series"} {
+		if _, ok := pol[k]; !ok {
+			t.Errorf("policy: no %q", k)
+		}
+	}
 	sum := pol["summary"].(map[string]any)
 	for _, k := range []string{"offered_rps", "goodput_rps", "throughput_rps", "capacity_rps",
 		"goodput_pct_of_capacity", "sent", "unsent", "successes", "timeouts", "refused",
@@ -244,7 +249,8 @@ func TestTableWithin(t *testing.T) {
 }
 
 func TestFromSim(t *testing.T) {
-	sc := sim.Scenario{Name: "x", Seed: 3, Duration: 10 * time.Second, Warmup: 2 * time.Second}
+	sc := sim.Scenario{Name: "x", Seed: 3, Duration: 10 * time.Second, Warmup: 2 * time.Second,
+		Policies: []sim.Policy{{Name: "static", Kind: sim.Concurrency, Limit: 5}}}
 	res := sim.Result{Scenario: "x", Seed: 3, Policies: []sim.PolicyResult{{
 		Name: "static",
 		Summary: sim.Summary{
@@ -257,6 +263,9 @@ func TestFromSim(t *testing.T) {
 	r := FromSim(sc, res, time.Second)
 	if r.IntervalS != 1 || r.DurationS != 10 || r.Scenario != "x" || r.Seed != 3 {
 		t.Errorf("header: %+v", r)
+	}
+	if r.Policies[0].Kind != "concurrency" {
+		t.Errorf("kind = %q", r.Policies[0].Kind)
 	}
 	s := r.Policies[0].Summary
 	if s.OfferedRPS != 5 { // 40 sent over the 8 s after warm-up
