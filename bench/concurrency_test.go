@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/concurrency"
@@ -139,63 +140,93 @@ func BenchmarkConcurrencyQueued(b *testing.B) {
 	})
 }
 
-// allocsPerQueuedWaiter measures allocations per caller that certainly
-// waited in the queue: one permit held, n callers queue, then all drain.
+// BenchmarkConcurrencyPerQueuedWaiter measures the cost of callers that
+// certainly wait: one permit is held, n persistent worker goroutines queue
+// for it, then the permit is released and the queue drains. The workers are
+// started once, so allocs/op divided by waiters/op is the allocations per
+// queued waiter, with no harness allocations mixed in.
 func BenchmarkConcurrencyPerQueuedWaiter(b *testing.B) {
-	ctx := context.Background()
 	const n = 64
-	b.Run("lib=sluice", func(b *testing.B) {
-		l, err := concurrency.New(concurrency.Config{Limit: 1, MaxQueue: n})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
+	type sem struct {
+		acquire func(context.Context) (sluice.Permit, error)
+		queued  func() bool // reports that all n have queued, if it can tell
+	}
+	run := func(b *testing.B, s sem) {
+		start, done := make(chan struct{}), make(chan struct{})
+		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		for b.Loop() {
-			p, _ := l.Acquire(ctx)
-			for range n {
-				wg.Go(func() {
-					q, err := l.Acquire(ctx)
+		for range n {
+			wg.Go(func() {
+				ctx := context.Background()
+				for {
+					select {
+					case <-start:
+					case <-stop:
+						return
+					}
+					p, err := s.acquire(ctx)
 					if err != nil {
 						b.Error(err)
-						return
 					}
-					q.Release(sluice.Success, 0)
-				})
+					p.Release(sluice.Success, 0)
+					done <- struct{}{}
+				}
+			})
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			p, _ := s.acquire(context.Background())
+			for range n {
+				start <- struct{}{}
 			}
-			for l.Stats().Queued < n {
-				runtimeGosched()
+			for i := 0; !s.queued(); i++ {
+				runtime.Gosched()
 			}
 			p.Release(sluice.Success, 0)
-			wg.Wait()
-		}
-		b.ReportMetric(float64(n), "waiters/op")
-	})
-	b.Run("lib=semaphore", func(b *testing.B) {
-		s := semaphore.NewWeighted(1)
-		b.ReportAllocs()
-		var wg sync.WaitGroup
-		for b.Loop() {
-			_ = s.Acquire(ctx, 1)
 			for range n {
-				wg.Go(func() {
-					if err := s.Acquire(ctx, 1); err != nil {
-						b.Error(err)
-						return
-					}
-					s.Release(1)
-				})
+				<-done
 			}
-			// x/sync/semaphore exposes no queue length: wait until the
-			// goroutines have had time to block.
-			for range 4 * n {
-				runtimeGosched()
-			}
-			s.Release(1)
-			wg.Wait()
 		}
-		b.ReportMetric(float64(n), "waiters/op")
+		b.StopTimer()
+		close(stop)
+		wg.Wait()
+		b.ReportMetric(n, "waiters/op")
+	}
+	for _, mw := range []time.Duration{0, time.Hour} {
+		b.Run("lib=sluice/maxwait="+mw.String(), func(b *testing.B) {
+			l, err := concurrency.New(concurrency.Config{Limit: 1, MaxQueue: n, MaxWait: mw})
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, sem{
+				acquire: l.Acquire,
+				queued:  func() bool { return l.Stats().Queued == n },
+			})
+		})
+	}
+	b.Run("lib=semaphore/maxwait=0s", func(b *testing.B) {
+		s := (*weighted)(semaphore.NewWeighted(1))
+		polls := 0
+		run(b, sem{
+			acquire: s.Acquire,
+			// x/sync/semaphore exposes no queue length: yield long enough
+			// for the workers to block.
+			queued: func() bool { polls++; return polls%(4*n) == 0 },
+		})
 	})
 }
 
-func runtimeGosched() { runtime.Gosched() }
+// weighted gives semaphore.Weighted sluice's permit shape, without
+// allocating, for the harness above.
+type weighted semaphore.Weighted
+
+func (w *weighted) Acquire(ctx context.Context) (sluice.Permit, error) {
+	if err := (*semaphore.Weighted)(w).Acquire(ctx, 1); err != nil {
+		return sluice.Permit{}, err
+	}
+	return sluice.NewPermit(w, 0), nil
+}
+
+func (w *weighted) Release(uint64, sluice.Outcome, time.Duration) {
+	(*semaphore.Weighted)(w).Release(1)
+}
