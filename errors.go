@@ -68,6 +68,11 @@ var (
 	ErrClosed       = errors.New("sluice: limiter closed")
 )
 
+// ErrInvalidConfig is wrapped by every constructor's validation error in
+// sluice and its sub-packages, so one errors.Is tells a configuration
+// mistake from anything else. The error text names the field.
+var ErrInvalidConfig = errors.New("sluice: invalid config")
+
 var reasonErrs = [NumReasons]error{
 	ReasonUnknown:      ErrRejected,
 	ReasonRate:         ErrRateLimited,
