@@ -30,6 +30,9 @@ type Limiter struct {
 	slowAdmitted atomic.Uint64
 	counters     counter.Counters // rejections
 	queued       atomic.Int64     // mirror of core.Queued for Stats
+	// meanSvc is the Core's service-time estimate while the fast path is
+	// open (see releaseFast); ns.
+	meanSvc atomic.Int64
 	// fastRelease reports that a release may skip the Core when nobody is
 	// queued: there is no Algorithm to feed.
 	fastRelease bool
@@ -97,7 +100,7 @@ func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 // Release implements sluice.Releaser for the Limiter's permits.
 func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration) {
 	l := (*Limiter)(r)
-	if (l.fastRelease || o == sluice.Ignore || o == sluice.Canceled) && l.releaseFast() {
+	if (l.fastRelease || o == sluice.Ignore || o == sluice.Canceled) && l.releaseFast(o, latency) {
 		return
 	}
 	now := clock.Nanos()

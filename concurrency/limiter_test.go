@@ -323,3 +323,18 @@ func TestLimiterAlgorithm(t *testing.T) {
 		b.Release(sluice.Dropped, time.Millisecond)
 	})
 }
+
+func TestLimiterEstimateLearnsOnFastPath(t *testing.T) {
+	l := mustNew(t, Config{Limit: 1, MaxQueue: 10})
+	for range 64 {
+		p := mustAcquire(t, l)
+		p.Release(sluice.Success, 100*time.Millisecond)
+	}
+	p := mustAcquire(t, l)
+	defer p.Release(sluice.Success, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.Acquire(ctx); !errors.Is(err, sluice.ErrDeadline) {
+		t.Fatalf("Acquire with 50ms left, 100ms permits = %v, want ErrDeadline at once", err)
+	}
+}

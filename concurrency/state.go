@@ -3,6 +3,9 @@ package concurrency
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // The fast path.
@@ -76,13 +79,21 @@ func (l *Limiter) tryFast() (uint64, bool) {
 
 // releaseFast gives a permit back while the fast path is open, and reports
 // whether it did.
-func (l *Limiter) releaseFast() bool {
+//
+// One release in 64 (by the admission count) also feeds its latency to the
+// service-time estimate that deadline-aware admission needs once a queue
+// forms; sampling keeps the common release at one CAS. The load and store
+// may lose a concurrent sample, which an average can afford.
+func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	for {
 		s := l.hot.state.Load()
 		if s&slowBit != 0 {
 			return false
 		}
 		if l.hot.state.CompareAndSwap(s, s-1) {
+			if s>>countShift&63 == 0 && o != sluice.Canceled && latency > 0 {
+				l.meanSvc.Store(ewma(l.meanSvc.Load(), int64(latency)))
+			}
 			return true
 		}
 	}
@@ -95,6 +106,7 @@ func (l *Limiter) enter() {
 		s := l.hot.state.Load()
 		if s&slowBit != 0 || l.hot.state.CompareAndSwap(s, s|slowBit) {
 			l.core.inFlight = int(s & inFlightMask)
+			l.core.meanSvc = l.meanSvc.Load()
 			return
 		}
 	}
@@ -116,6 +128,7 @@ func (l *Limiter) leave() {
 		}
 	}
 	l.queued.Store(int64(l.core.q.n))
+	l.meanSvc.Store(l.core.meanSvc)
 }
 
 // snapshot returns the state word and the admissions counted so far. A
