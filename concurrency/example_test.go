@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 )
 
@@ -81,4 +82,24 @@ func ExampleLimiter_Acquire() {
 	fmt.Println(errors.Is(err, sluice.ErrQueueTimeout))
 	held.Release(sluice.Success, 0)
 	// Output: true
+}
+
+// An adaptive concurrency limit: the Limiter feeds AIMD every Success and
+// Dropped, and AIMD's answer becomes the limit.
+func ExampleConfig_algorithm() {
+	aimd, err := adaptive.NewAIMD(adaptive.AIMDConfig{InitialLimit: 8})
+	if err != nil {
+		panic(err)
+	}
+	l, err := concurrency.New(concurrency.Config{Algorithm: aimd, MaxQueue: 16})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("limit:", l.Stats().Limit)
+	p, _ := l.Acquire(context.Background())
+	p.Release(sluice.Dropped, 2*time.Second) // a timeout upstream: back off
+	fmt.Println("after a drop:", l.Stats().Limit)
+	// Output:
+	// limit: 8
+	// after a drop: 6
 }

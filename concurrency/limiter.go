@@ -18,7 +18,14 @@ import (
 //
 // Use Acquire to wait (within MaxQueue, MaxWait, the discipline's bound and
 // ctx) for a permit, TryAcquire to take one only if it is free now, and
-// release every permit once with the work's outcome and latency.
+// release every permit once with the work's outcome and latency: the
+// latency teaches the limiter how long permits are held, which it uses to
+// reject at once a caller whose deadline is out of reach (see Core), and
+// with an Algorithm, Success and Dropped drive the limit.
+//
+// The common case, a permit free and nobody queued, is one CAS to acquire
+// and one to release, allocation-free; a queued caller costs a mutex-held
+// decision, a pooled channel and, with a wait bound, a pooled timer.
 //
 // A Limiter is safe for concurrent use. Create it with New.
 type Limiter struct {
