@@ -241,26 +241,40 @@ func (b *Bucket) Config() Config {
 
 // SetRate changes the rate at once. The tokens in the bucket (and any debt
 // of waiting reservations) are kept; they refill at the new rate from now.
-func (b *Bucket) SetRate(r float64) error { return b.SetRateAt(time.Now(), r) }
+func (b *Bucket) SetRate(r float64) error {
+	if err := validRate(r); err != nil {
+		return err
+	}
+	b.reconfigure(0, true, func(c *Config) { c.Rate = r })
+	return nil
+}
 
-// SetRateAt is SetRate at time now.
+// SetRateAt is SetRate at time now: the new rate applies from now. Pass the
+// latest time the bucket has seen: an earlier now re-rates the time in
+// between, so tokens accrued then are counted again at the new rate.
 func (b *Bucket) SetRateAt(now time.Time, r float64) error {
 	if err := validRate(r); err != nil {
 		return err
 	}
-	b.reconfigure(clock.FromTime(now), func(c *Config) { c.Rate = r })
+	b.reconfigure(clock.FromTime(now), false, func(c *Config) { c.Rate = r })
 	return nil
 }
 
 // SetBurst changes the burst at once. Tokens above the new burst are lost.
-func (b *Bucket) SetBurst(n int) error { return b.SetBurstAt(time.Now(), n) }
+func (b *Bucket) SetBurst(n int) error {
+	if err := validBurst(n); err != nil {
+		return err
+	}
+	b.reconfigure(0, true, func(c *Config) { c.Burst = n })
+	return nil
+}
 
-// SetBurstAt is SetBurst at time now.
+// SetBurstAt is SetBurst at time now; see SetRateAt about now.
 func (b *Bucket) SetBurstAt(now time.Time, n int) error {
 	if err := validBurst(n); err != nil {
 		return err
 	}
-	b.reconfigure(clock.FromTime(now), func(c *Config) { c.Burst = n })
+	b.reconfigure(clock.FromTime(now), false, func(c *Config) { c.Burst = n })
 	return nil
 }
 
@@ -269,15 +283,20 @@ func (b *Bucket) SetMaxWait(d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("rate: Config.MaxWait is negative (%v): %w", d, ErrInvalidConfig)
 	}
-	b.reconfigure(clock.Nanos(), func(c *Config) { c.MaxWait = d })
+	b.reconfigure(0, true, func(c *Config) { c.MaxWait = d })
 	return nil
 }
 
 // reconfigure replaces the current state by one with the edited config,
-// carrying the tokens over at now.
-func (b *Bucket) reconfigure(now int64, edit func(*Config)) {
+// carrying the tokens over at now (read from the clock under the lock when
+// live, so that a setter's time is as late as possible: clock reads that
+// raced ahead of it can only be a few nanoseconds later).
+func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if live {
+		now = clock.Nanos()
+	}
 	old, w := b.load()
 	cfg := Config{Rate: old.rate, Burst: int(old.burst), MaxWait: old.maxWait}
 	edit(&cfg)

@@ -40,8 +40,10 @@
 //	                   sluice.ReasonTooLarge, even by Wait.
 //	n <= 0             admitted at once, takes nothing.
 //	time going back    an earlier time sees the bucket as it was then
-//	                   (fewer tokens): it can only reject more, never admit
-//	                   more. Nothing is clamped or reset.
+//	                   (fewer tokens; with Rate 0, the same): it can only
+//	                   reject more, never admit more. Nothing is clamped
+//	                   or reset. Setters take effect at their time, so
+//	                   give them the latest time (SetRate reads the clock).
 //	huge rates         time is kept in fixed point down to 2^-30 ns, so an
 //	                   interval below a nanosecond keeps 16 bits of
 //	                   precision up to ~1.6e13 tokens/s, and still ~0.1% at
