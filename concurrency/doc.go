@@ -22,7 +22,20 @@
 // that serves FIFO while the queue drains and LIFO once a standing queue has
 // formed. Every discipline is bounded by MaxQueue and MaxWait, and rejects at
 // once a caller whose deadline is sooner than the wait it faces (see Core for
-// the estimator).
+// the estimator). A full LIFO queue (and AdaptiveLIFO in its LIFO mode)
+// rejects its oldest waiter to make room for the newcomer; FIFO and CoDel
+// reject the newcomer.
+//
+// The CoDel rule is the article's, applied per waiter: a waiter may stay
+// until max(arrival + target, queue non-empty since + interval). Folly's
+// Codel differs (overloaded when the minimum queueing delay over an interval
+// exceeds the target, then shed waits above twice the target); the
+// article's rule needs no delay history and fixes every wait's bound at
+// arrival.
+//
+// Under overload, AdaptiveLIFO (or CoDel) with a MaxQueue of a few times the
+// limit keeps latency short and goodput high; FIFO with a wait bounded only
+// by the caller's context turns sustained overload into zero goodput.
 //
 // # Adaptive limits
 //
