@@ -1,0 +1,129 @@
+package rate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// A bucket of 3 at 10 per second admits a burst of 3, then one per 100 ms.
+func ExampleNewBucket() {
+	b, err := rate.NewBucket(rate.Config{Rate: 10, Burst: 3})
+	if err != nil {
+		panic(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, at := range []time.Duration{0, 0, 0, 0, 50 * time.Millisecond, 100 * time.Millisecond} {
+		fmt.Println(at, b.AllowAt(start.Add(at), 1))
+	}
+	// Output:
+	// 0s true
+	// 0s true
+	// 0s true
+	// 0s false
+	// 50ms false
+	// 100ms true
+}
+
+func ExampleNewBucket_invalid() {
+	_, err := rate.NewBucket(rate.Config{Rate: -5, Burst: 1})
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, rate.ErrInvalidConfig))
+	// Output:
+	// rate: Config.Rate must be >= 0, got -5: invalid rate config
+	// true
+}
+
+func ExampleBucket_Allow() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 2})
+	fmt.Println(b.Allow(), b.Allow(), b.Allow())
+	// Output: true true false
+}
+
+// Wait fails at once, taking nothing, when the token cannot come before the
+// context's deadline: the caller learns in microseconds, not after 75 ms.
+func ExampleBucket_Wait() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Millisecond)
+	defer cancel()
+
+	fmt.Println(b.Wait(ctx)) // the bucket starts full
+	start := time.Now()
+	err := b.Wait(ctx) // the next token is a second away
+	fmt.Println(errors.Is(err, sluice.ErrDeadline), errors.Is(err, context.DeadlineExceeded))
+	fmt.Println(time.Since(start) < 75*time.Millisecond)
+	// Output:
+	// <nil>
+	// true true
+	// true
+}
+
+// ReserveAt takes tokens ahead of time; the caller acts after Delay, or
+// cancels to give them back.
+func ExampleBucket_ReserveAt() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 10, Burst: 1})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	r1, ok := b.ReserveAt(now, 1, time.Second)
+	fmt.Println(ok, r1.Delay())
+	r2, ok := b.ReserveAt(now, 1, time.Second)
+	fmt.Println(ok, r2.Delay())
+	_, ok = b.ReserveAt(now, 1, 150*time.Millisecond)
+	fmt.Println(ok)
+
+	r2.Cancel() // the work will not run: the token goes back
+	fmt.Println(b.TokensAt(now))
+	// Output:
+	// true 0s
+	// true 100ms
+	// false
+	// 0
+}
+
+func ExampleBucket_TryAcquire() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 2, Burst: 1})
+	p, err := b.TryAcquire()
+	fmt.Println(err)
+	defer p.Release(sluice.Success, 0)
+
+	_, err = b.TryAcquire()
+	after, _ := sluice.RetryAfter(err)
+	fmt.Println(errors.Is(err, sluice.ErrRateLimited), after > 400*time.Millisecond)
+	// Output:
+	// <nil>
+	// true true
+}
+
+func ExampleBucket_SetRateAt() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 10})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.AllowAt(now, 10)
+	_ = b.SetRateAt(now, 100) // the empty bucket now refills at 100/s
+	fmt.Println(b.TokensAt(now.Add(50 * time.Millisecond)))
+	// Output: 5
+}
+
+// A Reader shapes a stream to the bucket's rate in bytes per second. This
+// bucket holds the whole message, so nothing waits.
+func ExampleNewReader() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1 << 20, Burst: 64 << 10}) // 1 MiB/s
+	r := rate.NewReader(strings.NewReader("hello, shaped world\n"), b)
+	if _, err := io.Copy(os.Stdout, r); err != nil {
+		panic(err)
+	}
+	// Output: hello, shaped world
+}
+
+func ExampleNewWriter() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1 << 20, Burst: 64 << 10})
+	w := rate.NewWriter(os.Stdout, b)
+	fmt.Fprintln(w, "written at most 1 MiB/s")
+	// Output: written at most 1 MiB/s
+}
