@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -68,7 +69,6 @@ func Plot(w io.Writer, format string, r *Report) error {
 		p := row[0]
 		p.X.Label.Text = "time (s)"
 		p.X.Min = 0
-		p.Y.Min = 0
 		p.Add(plotter.NewGrid())
 	}
 	var (
@@ -105,7 +105,7 @@ func legend(r *Report) plot.Legend {
 	l.ThumbnailWidth = 0.35 * vg.Inch
 	l.TextStyle.Font.Size = vg.Points(11)
 	for i, pol := range r.Policies {
-		l.Add(pol.Name, lineStyle(plotutil.Color(i), nil))
+		l.Add(pol.Name, lineStyle(policyColor(i), nil))
 	}
 	l.Add("offered load", lineStyle(grey, dashed))
 	return l
@@ -122,6 +122,7 @@ func lineStyle(c color.Color, dashes []vg.Length) *plotter.Line {
 func goodputPanel(r *Report) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: goodput (successes within the client timeout)", r.Scenario)
+	p.Y.Min = 0
 	p.Y.Label.Text = "requests/s"
 	if len(r.Policies) > 0 {
 		offered := series(r.Policies[0].Series, func(pt Point) (float64, bool) { return pt.OfferedRPS, true })
@@ -129,23 +130,27 @@ func goodputPanel(r *Report) *plot.Plot {
 	}
 	for i, pol := range r.Policies {
 		s := series(pol.Series, func(pt Point) (float64, bool) { return pt.GoodputRPS, true })
-		addLines(p, s, plotutil.Color(i), nil)
+		addLines(p, s, policyColor(i), nil)
 	}
 	return p
 }
 
 func latencyPanel(r *Report) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = "latency of successes (solid p99, dashed p50)"
+	p.Title.Text = "latency of successes (solid p99, dashed p50; log scale)"
 	p.Y.Label.Text = "ms"
+	// Log scale: a queue's seconds and a protected service's milliseconds
+	// both stay readable in one panel.
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = logTicks{}
 	for i, pol := range r.Policies {
 		// An interval without a success has no latency: leave a gap
 		// rather than draw a misleading zero.
-		has := func(pt Point) bool { return pt.P99Ms > 0 || pt.P50Ms > 0 }
-		p99 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P99Ms, has(pt) })
-		p50 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P50Ms, has(pt) })
-		addLines(p, p99, plotutil.Color(i), nil)
-		addLines(p, p50, plotutil.Color(i), dashed)
+		// A log scale has no zero either.
+		p99 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P99Ms, pt.P99Ms > 0 })
+		p50 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P50Ms, pt.P50Ms > 0 })
+		addLines(p, p99, policyColor(i), nil)
+		addLines(p, p50, policyColor(i), dashed)
 	}
 	return p
 }
@@ -153,6 +158,7 @@ func latencyPanel(r *Report) *plot.Plot {
 func limitPanel(r *Report) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = "concurrency limit (solid) and requests in flight (dashed)"
+	p.Y.Min = 0
 	p.Y.Label.Text = "requests"
 	for i, pol := range r.Policies {
 		// A rate limit's limit is per second and no policy's in-flight
@@ -163,14 +169,51 @@ func limitPanel(r *Report) *plot.Plot {
 		}
 		limit := series(pol.Series, func(pt Point) (float64, bool) { return pt.Limit, pt.Limit > 0 })
 		inFlight := series(pol.Series, func(pt Point) (float64, bool) { return float64(pt.InFlight), true })
-		addLines(p, limit, plotutil.Color(i), nil)
-		addLines(p, inFlight, plotutil.Color(i), dashed)
+		addLines(p, limit, policyColor(i), nil)
+		addLines(p, inFlight, policyColor(i), dashed)
 	}
 	return p
 }
 
 // limitsConcurrency reports whether a policy kind has a concurrency limit.
 func limitsConcurrency(kind string) bool { return kind == "concurrency" || kind == "adaptive" }
+
+// palette is Tableau 10 without its grey (the offered load's colour): ten
+// colours told apart at a glance, also by most colour-blind readers.
+var palette = []color.RGBA{
+	{0x4e, 0x79, 0xa7, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0xe1, 0x57, 0x59, 0xff},
+	{0x76, 0xb7, 0xb2, 0xff}, {0x59, 0xa1, 0x4f, 0xff}, {0xed, 0xc9, 0x48, 0xff},
+	{0xb0, 0x7a, 0xa1, 0xff}, {0xff, 0x9d, 0xa7, 0xff}, {0x9c, 0x75, 0x5f, 0xff},
+	{0x20, 0x20, 0x20, 0xff},
+}
+
+func policyColor(i int) color.Color { return palette[i%len(palette)] }
+
+// logTicks marks a log axis at 1, 2 and 5 times each power of ten, labelled,
+// so that a range within one decade still has numbers on it.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0 && hi > lo) {
+		return nil
+	}
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		pow := math.Pow(10, e)
+		for _, m := range []float64{1, 2, 3, 4, 5, 6, 7, 8, 9} {
+			v := m * pow
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
+}
 
 var (
 	grey   = color.Gray{Y: 150}

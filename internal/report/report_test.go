@@ -291,3 +291,28 @@ func TestFromSim(t *testing.T) {
 		t.Error("within set without a bound")
 	}
 }
+
+func TestLogTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi float64
+		labels []string
+	}{
+		{15, 180, []string{"20", "50", "100"}},
+		{0.5, 3, []string{"0.5", "1", "2"}},
+		{900, 5000, []string{"1000", "2000", "5000"}},
+		{0, 10, nil}, // no log axis through zero
+	} {
+		var labels []string
+		for _, tk := range (logTicks{}).Ticks(tc.lo, tc.hi) {
+			if tk.Value < tc.lo || tk.Value > tc.hi {
+				t.Errorf("Ticks(%v, %v): tick %v out of range", tc.lo, tc.hi, tk.Value)
+			}
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if !reflect.DeepEqual(labels, tc.labels) {
+			t.Errorf("Ticks(%v, %v) labels %q, want %q", tc.lo, tc.hi, labels, tc.labels)
+		}
+	}
+}
