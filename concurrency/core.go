@@ -291,6 +291,15 @@ func (c *Core) setLimit(now int64, n int) {
 	c.grant(now)
 }
 
+// timed reports whether the config makes decisions depend on time (a wait
+// bound, CoDel's clock, or an Algorithm). When it does not, and neither the
+// arrival nor any queued waiter has a deadline, now is never read: the
+// Limiter then skips reading the clock, which costs as much as the rest of a
+// queued decision.
+func (c *Core) timed() bool {
+	return c.cfg.MaxWait > 0 || c.cfg.Discipline == CoDel || c.cfg.Discipline == AdaptiveLIFO || c.cfg.Algorithm != nil
+}
+
 func clampLimit(n int) int { return min(max(n, 1), MaxLimit) }
 
 // ewma folds sample x into the mean m with weight 1/8 (as TCP's smoothed

@@ -8,9 +8,10 @@
 // and its discipline, with time passed in as an argument. It holds no
 // goroutine and no lock; the simulator (package sim) runs it in virtual
 // time. [Limiter] is the waiting layer over a Core: a mutex held only while
-// deciding, one channel and timer per queued caller outside the lock, the
-// caller's context, and the real clock. Its uncontended path (a permit free,
-// nobody queued) is a single compare-and-swap that allocates nothing.
+// deciding, a pooled channel per queued caller, one timer for the queue's
+// head, the caller's context, and the real clock; nobody waits holding the
+// lock. Its uncontended path (a permit free, nobody queued) is a single
+// compare-and-swap that allocates nothing.
 //
 // # Queue disciplines
 //

@@ -25,7 +25,8 @@ import (
 //
 // The common case, a permit free and nobody queued, is one CAS to acquire
 // and one to release, allocation-free; a queued caller costs a mutex-held
-// decision, a pooled channel and, with a wait bound, a pooled timer.
+// decision and a pooled channel. One timer, armed for the queue's head,
+// enforces every wait bound.
 //
 // A Limiter is safe for concurrent use. Create it with New.
 type Limiter struct {
@@ -43,12 +44,18 @@ type Limiter struct {
 	// fastRelease reports that a release may skip the Core when nobody is
 	// queued: there is no Algorithm to feed.
 	fastRelease bool
+	// timed is core.timed(): decisions read the clock.
+	timed bool
 
 	mu   sync.Mutex
 	core Core
 	// waiters[i] is the caller waiting in the Core's queue slot i.
 	waiters []*waiter
-	// pool holds waiters (channel and timer) for reuse. It is per Limiter,
+	// expiry fires at the queue head's wait bound (see armExpiry);
+	// expiryAt is when it is armed for, 0 if it is not.
+	expiry   *time.Timer
+	expiryAt int64
+	// pool holds waiters (their channels) for reuse. It is per Limiter,
 	// not a sync.Pool: a channel must not cross testing/synctest bubbles.
 	pool []*waiter
 }
@@ -61,6 +68,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	l.fastRelease = l.core.cfg.Algorithm == nil
+	l.timed = l.core.timed()
 	l.hot.state.Store(uint64(l.core.limit) << limitShift)
 	return l, nil
 }
@@ -110,9 +118,15 @@ func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration
 	if (l.fastRelease || o == sluice.Ignore || o == sluice.Canceled) && l.releaseFast(o, latency) {
 		return
 	}
-	now := clock.Nanos()
+	var now int64
+	if l.timed {
+		now = clock.Nanos()
+	}
 	l.mu.Lock()
 	l.enter()
+	if !l.timed && l.core.q.deadlined > 0 {
+		now = clock.Nanos()
+	}
 	l.core.release(now, token, o, latency)
 	l.dispatch()
 	l.leave()

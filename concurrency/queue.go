@@ -38,6 +38,9 @@ type queue struct {
 	free       int32 // head of the free list, linked through next
 	head, tail int32
 	n          int
+	// deadlined counts queued nodes with a deadline: while it is 0 (and
+	// the config has no wait bound), a release needs no clock reading.
+	deadlined int
 }
 
 func (q *queue) init() { q.free, q.head, q.tail = none, none, none }
@@ -60,6 +63,9 @@ func (q *queue) push(enq, expiry, deadline int64, reason sluice.Reason) WaiterID
 	}
 	q.tail = i
 	q.n++
+	if deadline != noDeadline {
+		q.deadlined++
+	}
 	return makeID(nd.gen, i)
 }
 
@@ -91,6 +97,9 @@ func (q *queue) remove(i int32) WaiterID {
 		nd.gen = 1
 	}
 	nd.queued = false
+	if nd.deadline != noDeadline {
+		q.deadlined--
+	}
 	nd.next = q.free
 	q.free = i
 	q.n--

@@ -129,6 +129,7 @@ func (l *Limiter) leave() {
 	}
 	l.queued.Store(int64(l.core.q.n))
 	l.meanSvc.Store(l.core.meanSvc)
+	l.armExpiry()
 }
 
 // snapshot returns the state word and the admissions counted so far. A

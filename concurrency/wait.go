@@ -12,18 +12,20 @@ import (
 // sent on ch under mu, exactly once; ch has room for it, so the send never
 // blocks. Waiters are reused through Limiter.pool.
 type waiter struct {
-	ch    chan Event
-	timer *time.Timer
+	ch chan Event
 }
 
 // acquireSlow is Acquire when the fast path is closed or full: ask the Core,
-// and if it queues the caller, wait outside the lock for the Event, the wait
-// bound's timer or ctx.
+// and if it queues the caller, wait outside the lock for the Event that ends
+// the wait (a permit, or a rejection by the expiry timer) or for ctx.
 func (l *Limiter) acquireSlow(ctx context.Context) (sluice.Permit, error) {
-	now := clock.Nanos()
+	var now int64 // see Core.timed
 	deadline := int64(noDeadline)
 	if d, ok := ctx.Deadline(); ok {
 		deadline = clock.FromTime(d)
+	}
+	if l.timed || deadline != noDeadline {
+		now = clock.Nanos()
 	}
 	l.mu.Lock()
 	l.enter()
@@ -47,58 +49,68 @@ func (l *Limiter) acquireSlow(ctx context.Context) (sluice.Permit, error) {
 		return l.verdict(a)
 	}
 
-	var expired <-chan time.Time
-	if a.ExpiresIn > 0 {
-		if w.timer == nil {
-			w.timer = time.NewTimer(a.ExpiresIn)
-		} else {
-			w.timer.Reset(a.ExpiresIn)
+	select {
+	case e := <-w.ch:
+		return l.finish(w, e)
+	case <-ctx.Done():
+		l.mu.Lock()
+		l.enter()
+		removed := l.core.Remove(a.Waiter)
+		if removed {
+			l.waiters[a.Waiter.index()] = nil
 		}
-		expired = w.timer.C
-	}
-	for {
-		select {
-		case e := <-w.ch:
-			return l.finish(w, e)
-		case <-expired:
-			// Expire everyone due, us included; the Event for us is in ch
-			// before mu is released.
-			l.mu.Lock()
-			l.enter()
-			l.core.events = l.core.events[:0]
-			l.core.expireAt(clock.Nanos())
-			l.dispatch()
-			l.leave()
-			l.mu.Unlock()
-			select {
-			case e := <-w.ch:
-				return l.finish(w, e)
-			default:
-				// Woken before the bound (the clock read at arrival came
-				// before the timer started): wait for the rest.
-				w.timer.Reset(max(time.Duration(now-clock.Nanos())+a.ExpiresIn, time.Nanosecond))
+		l.leave()
+		l.mu.Unlock()
+		if !removed {
+			// The Event won the race: it is in ch. A permit granted to a
+			// caller that has gone is handed straight back.
+			if e := <-w.ch; e.Admitted {
+				p := sluice.NewPermit((*releaser)(l), e.Token)
+				p.Cancel()
 			}
-		case <-ctx.Done():
-			l.mu.Lock()
-			l.enter()
-			removed := l.core.Remove(a.Waiter)
-			if removed {
-				l.waiters[a.Waiter.index()] = nil
-			}
-			l.leave()
-			l.mu.Unlock()
-			if !removed {
-				// The Event won the race: it is in ch. A permit granted to
-				// a caller that has gone is handed straight back.
-				if e := <-w.ch; e.Admitted {
-					p := sluice.NewPermit((*releaser)(l), e.Token)
-					p.Cancel()
-				}
-			}
-			l.putWaiter(w)
-			return sluice.Permit{}, ctx.Err()
 		}
+		l.putWaiter(w)
+		return sluice.Permit{}, ctx.Err()
 	}
+}
+
+// armExpiry makes sure the expiry timer will fire no later than the queue
+// head's wait bound. Call with mu held.
+//
+// One timer serves the whole queue because the head always expires first
+// (see Core.expiryFor). An armed timer is left alone: it is set for an
+// earlier head, and every later head's bound is no earlier (the bound is
+// non-decreasing in arrival time, across busy periods too), so it fires
+// early at worst, expires nothing, and re-arms. That costs a timer
+// operation per expiry rather than per waiter.
+func (l *Limiter) armExpiry() {
+	if l.core.q.n == 0 || l.expiryAt != 0 {
+		return
+	}
+	at := l.core.q.nodes[l.core.q.head].expiry
+	if at == noDeadline {
+		return
+	}
+	d := time.Duration(at - clock.Nanos())
+	if l.expiry == nil {
+		l.expiry = time.AfterFunc(d, l.onExpiry)
+	} else {
+		l.expiry.Reset(d)
+	}
+	l.expiryAt = at
+}
+
+// onExpiry rejects the waiters whose bound has passed and re-arms the timer
+// for the new head.
+func (l *Limiter) onExpiry() {
+	l.mu.Lock()
+	l.enter()
+	l.expiryAt = 0
+	l.core.events = l.core.events[:0]
+	l.core.expireAt(clock.Nanos())
+	l.dispatch()
+	l.leave()
+	l.mu.Unlock()
 }
 
 // finish turns the Event that ended w's wait into Acquire's result.
@@ -135,12 +147,8 @@ func (l *Limiter) getWaiter() *waiter {
 	return &waiter{ch: make(chan Event, 1)}
 }
 
-// putWaiter stops w's timer and returns w to the pool. Since Go 1.23 a
-// stopped timer delivers no stale tick, so the next user of w starts clean.
+// putWaiter returns w, its Event consumed, to the pool.
 func (l *Limiter) putWaiter(w *waiter) {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
 	l.mu.Lock()
 	// The pool never holds more waiters than the queue can: MaxQueue bounds
 	// the waiters alive at once.
