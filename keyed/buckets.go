@@ -121,6 +121,7 @@ type where = uint64
 // reports that key did not fit and nothing was taken: the caller goes to
 // the overflow bucket.
 func (b *Buckets) takeKey(key string, now, maxWait int64) (wait int64, w where, ok, of bool, s *shard[struct{}]) {
+	key = b.t.stored(key)
 	h := b.t.hash(key)
 	s = b.t.shardOf(h)
 	w = h &^ math.MaxUint32
@@ -281,6 +282,7 @@ func (b *Buckets) TokensAt(key string, now time.Time) float64 {
 }
 
 func (b *Buckets) tokensNanos(key string, now int64) float64 {
+	key = b.t.stored(key)
 	s := b.t.shardOf(b.t.hash(key))
 	e := now - b.tau // a key not stored has a full bucket
 	s.mu.RLock()

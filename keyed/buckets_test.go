@@ -339,3 +339,30 @@ func TestBucketsConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A key longer than MaxKeyLen is kept as a digest: it still has a bucket of
+// its own, and a flood of megabyte-long keys costs no more memory per key
+// than short ones.
+func TestLongKeys(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: 1000})
+	long := string(make([]byte, 1<<20))
+	if !b.AllowAt(long+"a", now) || b.AllowAt(long+"a", now) {
+		t.Fatal("a long key did not get one bucket of its own")
+	}
+	if !b.AllowAt(long+"b", now) {
+		t.Fatal("two long keys sharing a 1 MB prefix share a bucket")
+	}
+	before := heapAfterGC()
+	for i := range 1000 {
+		b.AllowAt(long+strconv.Itoa(i), now)
+	}
+	if grown := heapAfterGC() - before; grown > 1000*256 {
+		t.Fatalf("1000 keys of 1 MB grew the heap by %d B", grown)
+	}
+	m := mustNew(t, keyed.Config[*gate]{New: newGate(1), MaxKeys: 10})
+	g := mustGet(t, m, long+"x")
+	if g.key != long+"x" || mustGet(t, m, long+"x") != g || mustGet(t, m, long+"y") == g {
+		t.Fatal("Map: long keys do not each map to one limiter made for the full key")
+	}
+}

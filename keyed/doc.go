@@ -45,9 +45,11 @@
 //	Map[*rate.Bucket]      ~364 B  (the above plus a rate.Bucket and its state)
 //	sethvargo memorystore   ~99 B  (for comparison: no cap on keys)
 //
-// So 100,000 live keys take about 8 MB with Buckets; MaxKeys times that is the
-// bound. Go maps do not shrink: after a flood the index keeps the size it
-// reached, which the cap bounds.
+// So 100,000 live keys take about 8 MB with Buckets. Keys longer than
+// MaxKeyLen (64 bytes) are kept as a 17-byte secret-seeded digest, so the
+// bytes per key have a bound whatever clients send, and MaxKeys times that
+// bound is the bound of the whole. Go maps do not shrink: after a flood the
+// index keeps the size it reached, which the cap bounds.
 //
 // # Choosing IdleTimeout
 //

@@ -66,14 +66,15 @@ func (m *Map[L]) GetAt(key string, now time.Time) (L, error) {
 }
 
 func (m *Map[L]) get(key string, now int64) (L, *shard[L], error) {
+	sk := m.t.stored(key)
 	var s *shard[L]
 	if len(m.t.shards) == 1 {
 		s = &m.t.shards[0] // no need to hash
 	} else {
-		s = m.t.shardOf(m.t.hash(key))
+		s = m.t.shardOf(m.t.hash(sk))
 	}
 	s.mu.RLock()
-	if i, ok := s.index[key]; ok {
+	if i, ok := s.index[sk]; ok {
 		e := s.at(i)
 		touch(&e.last, now, m.gran)
 		l := e.v
@@ -81,7 +82,7 @@ func (m *Map[L]) get(key string, now int64) (L, *shard[L], error) {
 		return l, s, nil
 	}
 	s.mu.RUnlock()
-	l, err := m.insert(s, key, now)
+	l, err := m.insert(s, key, sk, now)
 	return l, s, err
 }
 
@@ -94,11 +95,12 @@ func touch(p *int64, now, gran int64) {
 	}
 }
 
-// insert is the slow path of get: key was not found under the read lock.
-func (m *Map[L]) insert(s *shard[L], key string, now int64) (L, error) {
+// insert is the slow path of get: key, stored as sk, was not found under the
+// read lock.
+func (m *Map[L]) insert(s *shard[L], key, sk string, now int64) (L, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, ok := s.index[key]; ok { // another caller inserted it meanwhile
+	if i, ok := s.index[sk]; ok { // another caller inserted it meanwhile
 		e := s.at(i)
 		e.last = max(e.last, now)
 		return e.v, nil
@@ -112,9 +114,9 @@ func (m *Map[L]) insert(s *shard[L], key string, now int64) (L, error) {
 		var zero L
 		return zero, fmt.Errorf("keyed: Config.New(%.64q): %w", key, err)
 	}
-	// The Map keeps key: clone it so that it does not pin a larger buffer
-	// the caller sliced it from (a request header, a read buffer).
-	s.add(cloneString(key), l, now)
+	// The Map keeps the key: clone it so that it does not pin a larger
+	// buffer the caller sliced it from (a request header, a read buffer).
+	s.add(cloneString(sk), l, now)
 	return l, nil
 }
 

@@ -1,6 +1,7 @@
 package keyed
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
 	"sync/atomic"
@@ -12,7 +13,8 @@ import (
 // sweep policy and the counters.
 type table[V any] struct {
 	seed    maphash.Seed
-	shift   uint // 64 - log2(len(shards))
+	seed2   maphash.Seed // with seed, the digest of long keys
+	shift   uint         // 64 - log2(len(shards))
 	shards  []shard[V]
 	live    atomic.Int64
 	maxKeys int64
@@ -22,7 +24,7 @@ type table[V any] struct {
 
 func (t *table[V]) init(maxKeys int, idle int64, busy func(V) bool) {
 	n := shardCount(maxKeys)
-	t.seed = maphash.MakeSeed()
+	t.seed, t.seed2 = maphash.MakeSeed(), maphash.MakeSeed()
 	t.shift = uint(64 - bits.TrailingZeros(uint(n)))
 	t.shards = make([]shard[V], n)
 	t.maxKeys = int64(maxKeys)
@@ -45,6 +47,26 @@ func shardCount(maxKeys int) int {
 }
 
 func (t *table[V]) hash(key string) uint64 { return maphash.String(t.seed, key) }
+
+// MaxKeyLen is the longest key kept as it is. A longer key is kept as a
+// 128-bit digest of it under secret per-table seeds, so that a live key costs
+// a bounded number of bytes however long the keys a client sends (a header
+// value may be a megabyte). Two long keys share a limiter only if their
+// digests collide, which a client cannot arrange without the seeds.
+const MaxKeyLen = 64
+
+// stored returns the form in which the table keeps key. Long keys cost an
+// allocation per lookup; keys up to MaxKeyLen cost nothing.
+func (t *table[V]) stored(key string) string {
+	if len(key) <= MaxKeyLen {
+		return key
+	}
+	var d [17]byte
+	d[0] = 0xff // not valid UTF-8: unlike the short keys of real clients
+	binary.LittleEndian.PutUint64(d[1:], maphash.String(t.seed, key))
+	binary.LittleEndian.PutUint64(d[9:], maphash.String(t.seed2, key))
+	return string(d[:])
+}
 
 // shardOf picks the shard from the hash's top bits (Buckets uses the low
 // bits to check refunds).
