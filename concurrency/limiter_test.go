@@ -338,3 +338,55 @@ func TestLimiterEstimateLearnsOnFastPath(t *testing.T) {
 		t.Fatalf("Acquire with 50ms left, 100ms permits = %v, want ErrDeadline at once", err)
 	}
 }
+
+// One timer serves the queue: after the head leaves (cancelled, or
+// admitted and a new busy period begins) the others still expire exactly
+// on their own bounds.
+func TestLimiterExpiryAfterHeadLeaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Limit: 1, MaxQueue: 5, MaxWait: 50 * time.Millisecond})
+		p := mustAcquire(t, l)
+		start := time.Now()
+		type result struct {
+			name string
+			err  error
+			at   time.Duration
+		}
+		results := make(chan result, 3)
+		wait := func(ctx context.Context, name string) {
+			q, err := l.Acquire(ctx)
+			if err == nil {
+				q.Release(sluice.Ignore, 0)
+			}
+			results <- result{name, err, time.Since(start)}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go wait(ctx, "a")
+		time.Sleep(10 * time.Millisecond)
+		go wait(context.Background(), "b")
+		time.Sleep(10 * time.Millisecond)
+		cancel()
+		if r := <-results; r.name != "a" || r.err != context.Canceled || r.at != 20*time.Millisecond {
+			t.Fatalf("got %+v, want a cancelled at 20ms", r)
+		}
+		if r := <-results; r.name != "b" || !errors.Is(r.err, sluice.ErrQueueTimeout) || r.at != 60*time.Millisecond {
+			t.Fatalf("got %+v, want b timed out at 60ms", r)
+		}
+		// A new busy period: c queues at 100ms and is admitted at 120ms; d
+		// queues at 130ms and times out at 180ms.
+		time.Sleep(40 * time.Millisecond)
+		go wait(context.Background(), "c")
+		time.Sleep(20 * time.Millisecond)
+		p.Release(sluice.Success, 0)
+		if r := <-results; r.name != "c" || r.err != nil || r.at != 120*time.Millisecond {
+			t.Fatalf("got %+v, want c admitted at 120ms", r)
+		}
+		p = mustAcquire(t, l)
+		defer p.Release(sluice.Success, 0)
+		time.Sleep(10 * time.Millisecond)
+		go wait(context.Background(), "d")
+		if r := <-results; r.name != "d" || !errors.Is(r.err, sluice.ErrQueueTimeout) || r.at != 180*time.Millisecond {
+			t.Fatalf("got %+v, want d timed out at 180ms", r)
+		}
+	})
+}
