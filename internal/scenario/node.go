@@ -58,7 +58,10 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: n.Line, Field: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType    = reflect.TypeFor[time.Duration]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
 
 // decode sets v (addressable) from n; path names n in errors.
 func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
@@ -161,7 +164,9 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	fields := map[string]reflect.Value{}
-	collectFields(v, fields)
+	for _, f := range structFields(v) {
+		fields[f.name] = f.v
+	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -183,29 +188,37 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 	}
 }
 
-// collectFields maps yaml key names to v's fields, descending into fields
-// tagged ",inline".
-func collectFields(v reflect.Value, into map[string]reflect.Value) {
+// field is one key of a mapping and the struct field it sets.
+type field struct {
+	name string
+	v    reflect.Value
+}
+
+// structFields lists v's keys in declaration order: each exported field's
+// yaml tag name (its lower-cased Go name when untagged, as yaml.v3 does),
+// with fields tagged ",inline" spliced in.
+func structFields(v reflect.Value) []field {
+	var out []field
 	t := v.Type()
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		if !sf.IsExported() {
 			continue
 		}
-		tag := sf.Tag.Get("yaml")
-		name, opts, _ := strings.Cut(tag, ",")
+		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
 		if name == "-" {
 			continue
 		}
 		if opts == "inline" && sf.Type.Kind() == reflect.Struct {
-			collectFields(v.Field(i), into)
+			out = append(out, structFields(v.Field(i))...)
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(sf.Name)
 		}
-		into[name] = v.Field(i)
+		out = append(out, field{name, v.Field(i)})
 	}
+	return out
 }
 
 func known(fields map[string]reflect.Value) string {

@@ -1,0 +1,54 @@
+package scenario
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestDocsListEveryKey: docs/scenarios.md names every key a scenario file
+// accepts, as `path.to.key`. The keys come from the simulator's types, so a
+// field added there without a line in the reference fails here.
+func TestDocsListEveryKey(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/scenarios.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := fileKeys(reflect.TypeFor[File](), "", map[reflect.Type]bool{})
+	if len(keys) < 40 {
+		t.Fatalf("found only %d keys: the walk is broken", len(keys))
+	}
+	for _, k := range keys {
+		if !strings.Contains(string(doc), "`"+k+"`") {
+			t.Errorf("docs/scenarios.md does not document `%s`", k)
+		}
+	}
+}
+
+// fileKeys lists the key paths of struct type t as the decoder reads them.
+// A struct type met a second time (origin.changes[].service is a
+// origin.service) is listed by its own path only: the docs refer back.
+func fileKeys(t reflect.Type, prefix string, seen map[reflect.Type]bool) []string {
+	var keys []string
+	for _, f := range structFields(reflect.New(t).Elem()) {
+		v, path := f.v, f.name
+		if prefix != "" {
+			path = prefix + "." + f.name
+		}
+		keys = append(keys, path)
+		ft := v.Type()
+		if ft.Kind() == reflect.Slice {
+			ft, path = ft.Elem(), path+"[]"
+		}
+		if ft.Kind() != reflect.Struct || ft == durationType || reflect.PointerTo(ft).Implements(textUnmarshaler) {
+			continue
+		}
+		if seen[ft] {
+			continue
+		}
+		seen[ft] = true
+		keys = append(keys, fileKeys(ft, path, seen)...)
+	}
+	return keys
+}
