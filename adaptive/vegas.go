@@ -42,8 +42,10 @@ type VegasConfig struct {
 // limit of 100, 2 below 1000, …), alpha = Alpha·step, beta = Beta·step and
 // threshold = step:
 //
-//   - slow start (until the first sign of queueing): queue ≤ threshold
-//     doubles the limit;
+//   - slow start: queue ≤ threshold doubles the limit if it was full;
+//     the first larger queue ends slow start and takes the queue off the
+//     limit (limit − queue, what it would be without the overshoot of
+//     the last doubling);
 //   - queue ≤ threshold: + beta (nothing queues: grow fast);
 //   - queue < alpha: + step;
 //   - queue > beta: − step;
@@ -165,17 +167,22 @@ func (v *Vegas) Observe(now time.Time, s Sample) int {
 		queue := math.Ceil(v.limit * (1 - v.noLoad.est/rtt))
 		switch {
 		case queue <= step && v.slowStart:
+			if float64(v.rt.maxInFlight) < v.limit {
+				return int(v.limit) // double only a limit that was full
+			}
 			next = 2 * v.limit
 		case queue <= step:
 			next = v.limit + v.beta*step
-		case queue < v.alpha*step:
+		case v.slowStart:
+			// The first queue: give back what the last doubling
+			// overshot, rather than walk down one step per round trip.
 			v.slowStart = false
+			next = v.limit - queue
+		case queue < v.alpha*step:
 			next = v.limit + step
 		case queue > v.beta*step:
-			v.slowStart = false
 			next = v.limit - step
 		default:
-			v.slowStart = false
 			return int(v.limit)
 		}
 	}

@@ -1,0 +1,60 @@
+package adaptive
+
+import (
+	"testing"
+	"time"
+)
+
+func TestGradient2Transitions(t *testing.T) {
+	const ms = time.Millisecond
+	g, err := NewGradient2(Gradient2Config{InitialLimit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay(t, g, []step{
+		{0, ok(10*ms, 20), 20},       // opens a round trip of 10ms
+		{10 * ms, ok(10*ms, 20), 20}, // gradient 1: 20 + 0.2 × 4 = 20.8
+		{20 * ms, ok(10*ms, 20), 21}, // 21.6
+		// long = 15ms, short = 30ms: gradient 1.5 × 15/30 = 0.75, and no
+		// queue term: 21.6 × 0.8 + 16.2 × 0.2 = 20.52
+		{30 * ms, ok(30*ms, 21), 20},
+		{60 * ms, drop(30*ms, 20), 18}, // gradient 0.5: 18.468
+		{90 * ms, ok(10*ms, 5), 18},    // 5 in flight < 18/2: not in use
+		// long 12.5ms > 2 × short 5ms: long decays 5% to 11.875ms;
+		// gradient 1: 18.468 × 0.8 + 22.468 × 0.2 = 19.268
+		{100 * ms, ok(5*ms, 18), 19},
+	})
+	if got, want := g.LongLatency(), 11875*time.Microsecond; got != want {
+		t.Fatalf("LongLatency = %v, want %v", got, want)
+	}
+}
+
+// The long-term latency learns from samples at concurrency where it is
+// known to hold, not from the queue the limit let in.
+func TestGradient2BaselineDoesNotLearnTheQueue(t *testing.T) {
+	const ms = time.Millisecond
+	g, err := NewGradient2(Gradient2Config{InitialLimit: 20, MaxLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Duration(0)
+	for range 10 { // warm-up at up to 20 in flight
+		g.Observe(epoch.Add(at), ok(10*ms, 20))
+		at += 10 * ms
+	}
+	base := g.LongLatency()
+	for range 1000 { // a long overload at 50 in flight
+		g.Observe(epoch.Add(at), ok(25*ms, 50))
+		at += ms
+	}
+	if got := g.LongLatency(); got != base {
+		t.Fatalf("long latency moved from %v to %v on queued samples", base, got)
+	}
+	for range 1000 { // the service slowed: slower at 15 in flight
+		g.Observe(epoch.Add(at), ok(25*ms, 15))
+		at += ms
+	}
+	if got := g.LongLatency(); got < 20*ms {
+		t.Fatalf("long latency %v did not follow a slowdown at comparable load", got)
+	}
+}

@@ -1,0 +1,100 @@
+package adaptive
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// algorithms returns a fresh instance of each algorithm, configured the
+// same way except where an algorithm needs its overload signal.
+func algorithms(t *testing.T, maxLimit int, timeout time.Duration) map[string]Algorithm {
+	t.Helper()
+	a, err := NewAIMD(AIMDConfig{MaxLimit: maxLimit, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVegas(VegasConfig{MaxLimit: maxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGradient2(Gradient2Config{MaxLimit: maxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]Algorithm{"aimd": a, "vegas": v, "gradient2": g}
+}
+
+// Under a constant healthy latency, with demand always above the limit,
+// every algorithm grows to MaxLimit and stays there.
+func TestPropertyHealthyGrowsToMax(t *testing.T) {
+	m := model{Base: 100 * time.Millisecond, Capacity: 1 << 20, Noise: 0.1, Seed: 1}
+	for name, alg := range algorithms(t, 100, 0) {
+		r := m.drive(alg, 4*time.Minute) // AIMD needs 80s at +1/s
+		if r.minLimit != 100 || r.maxLimit != 100 {
+			t.Errorf("%s: limit in [%d, %d] over the second half, want 100", name, r.minLimit, r.maxLimit)
+		}
+	}
+}
+
+// A limit that is not in use does not grow: 30 clients on a service that
+// could take any number keep every algorithm below twice their demand.
+func TestPropertyUnusedLimitDoesNotGrow(t *testing.T) {
+	m := model{Base: 10 * time.Millisecond, Capacity: 1 << 20, Demand: 30, Seed: 1}
+	for name, alg := range algorithms(t, 1000, 0) {
+		r := m.drive(alg, time.Minute)
+		if r.maxLimit > 2*m.Demand+6 { // + one Vegas beta step
+			t.Errorf("%s: limit reached %d with %d clients", name, r.maxLimit, m.Demand)
+		}
+	}
+}
+
+// With latency = base × max(1, inFlight/C) and demand always above the
+// limit, each algorithm settles near C and never collapses towards
+// MinLimit. "Near" is each algorithm's own target:
+//   - AIMD (overload = latency above 1.5 × base) saws between 0.75 × and
+//     1.5 × C;
+//   - Vegas keeps alpha..beta requests queued: C + 3..6 below 100;
+//   - Gradient2 lets latency reach Tolerance (1.5) × the baseline.
+func TestPropertyConvergesNearCapacity(t *testing.T) {
+	const base = 50 * time.Millisecond
+	band := map[string][2]float64{ // limit / C, over the second half
+		"aimd":      {0.7, 1.6},
+		"vegas":     {0.9, 2},
+		"gradient2": {0.9, 1.8},
+	}
+	for _, c := range []int{7, 20, 100} {
+		for _, noise := range []float64{0, 0.1} {
+			m := model{Base: base, Capacity: c, Noise: noise, Seed: uint64(c)}
+			for name, alg := range algorithms(t, 1000, base*3/2) {
+				t.Run(fmt.Sprintf("alg=%s/C=%d/noise=%v", name, c, noise), func(t *testing.T) {
+					r := m.drive(alg, 3*time.Minute) // AIMD: 80s from 20 to 100
+					lo, hi := band[name][0]*float64(c), band[name][1]*float64(c)+1
+					if r.meanLimit < lo || r.meanLimit > hi || float64(r.minLimit) < 0.5*float64(c) {
+						t.Errorf("mean limit %.1f (min %d, max %d), want mean in [%.1f, %.1f] and min >= C/2",
+							r.meanLimit, r.minLimit, r.maxLimit, lo, hi)
+					}
+				})
+			}
+		}
+	}
+}
+
+// The service itself gets twice as slow (seed 003's bad release) while
+// saturated: the latency baselines are re-learned and the limits return
+// near C instead of staying pinned low.
+func TestPropertyRelearnsAfterSlowdown(t *testing.T) {
+	const base = 50 * time.Millisecond
+	for _, c := range []int{7, 100} {
+		m := model{Base: base, Capacity: c, Noise: 0.1, Seed: 3, SlowAt: 30 * time.Second, SlowBase: 2 * base}
+		for name, alg := range algorithms(t, 1000, 3*base) {
+			t.Run(fmt.Sprintf("alg=%s/C=%d", name, c), func(t *testing.T) {
+				r := m.drive(alg, 4*time.Minute)
+				if r.meanLimit < 0.7*float64(c) || r.meanLimit > 2*float64(c)+1 || float64(r.minLimit) < 0.5*float64(c) {
+					t.Errorf("after the slowdown: mean limit %.1f (min %d, max %d), want within [0.7, 2] × %d",
+						r.meanLimit, r.minLimit, r.maxLimit, c)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package adaptive
+
+import (
+	"testing"
+	"time"
+)
+
+func TestVegasTransitions(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name  string
+		cfg   VegasConfig
+		steps []step
+	}{
+		{"slow start, then the queue regimes", VegasConfig{InitialLimit: 10}, []step{
+			{0, ok(10*ms, 10), 10},          // opens a round trip of 10ms
+			{10 * ms, ok(10*ms, 10), 20},    // closes it: noLoad 10ms, queue 0: double
+			{15 * ms, ok(10*ms, 20), 20},    // within the round trip: no move
+			{20 * ms, ok(10*ms, 20), 40},    // double again
+			{30 * ms, ok(20*ms, 40), 20},    // queue 40×(1−10/20) = 20: slow start ends, 40 − 20
+			{50 * ms, ok(15*ms, 20), 19},    // queue ceil(6.7) = 7 > beta 6: −1
+			{65 * ms, ok(12*ms, 19), 19},    // queue 4, within [alpha 3, beta 6]: hold
+			{77 * ms, ok(11*ms, 19), 20},    // queue 2 < alpha: +1
+			{88 * ms, ok(10*ms, 20), 26},    // queue 0 <= threshold 1: +beta
+			{98 * ms, ok(10*ms, 12), 26},    // 12 in flight < 26/2: the limit is not in use
+			{108 * ms, drop(10*ms, 26), 25}, // a drop: −1
+		}},
+		{"slow start doubles only a full limit", VegasConfig{InitialLimit: 10}, []step{
+			{0, ok(10*ms, 8), 10},
+			{10 * ms, ok(10*ms, 8), 10},
+			{20 * ms, ok(10*ms, 10), 20},
+		}},
+		{"smoothing, no slow start", VegasConfig{InitialLimit: 10, Smoothing: 0.5, NoSlowStart: true}, []step{
+			{0, ok(10*ms, 10), 10},
+			{10 * ms, ok(10*ms, 10), 13}, // 10 + (16 − 10) × 0.5
+		}},
+		{"log10 steps above 100", VegasConfig{InitialLimit: 200, NoSlowStart: true}, []step{
+			{0, ok(10*ms, 200), 200},
+			{10 * ms, ok(10*ms, 200), 212},                  // +beta = 6 × 2
+			{20 * ms, ok(10500*time.Microsecond, 212), 212}, // queue 11 in [6, 12]
+			{31 * ms, ok(11*ms, 212), 210},                  // queue 20 > 12: −2
+		}},
+		{"clamped to max", VegasConfig{InitialLimit: 10, MaxLimit: 15}, []step{
+			{0, ok(10*ms, 10), 10},
+			{10 * ms, ok(10*ms, 10), 15},
+		}},
+		{"drops in one round trip cost one step", VegasConfig{InitialLimit: 10}, []step{
+			{0, drop(10*ms, 10), 10},
+			{5 * ms, drop(10*ms, 10), 10},
+			{10 * ms, drop(10*ms, 10), 9},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := NewVegas(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			replay(t, v, tt.steps)
+		})
+	}
+}
+
+func TestVegasNoLoadEstimate(t *testing.T) {
+	const ms = time.Millisecond
+	sec := time.Second
+	m := noLoadMin{window: 10 * sec}
+	steps := []struct {
+		at       time.Duration
+		lat      time.Duration
+		inFlight int
+		want     time.Duration
+	}{
+		{0, 10 * ms, 5, 10 * ms},
+		{1 * sec, 30 * ms, 50, 10 * ms},  // slower, but at ten times the load
+		{11 * sec, 30 * ms, 50, 10 * ms}, // a window of that: still no evidence
+		{12 * sec, 20 * ms, 5, 10 * ms},  // slower at comparable load
+		{21 * sec, 25 * ms, 4, 20 * ms},  // for a whole window: re-learned
+		{22 * sec, 15 * ms, 30, 15 * ms}, // faster: believed at once
+		{23 * sec, 18 * ms, 30, 15 * ms},
+	}
+	for i, st := range steps {
+		m.observe(epoch.Add(st.at), float64(st.lat), st.inFlight)
+		if got := time.Duration(m.est); got != st.want {
+			t.Fatalf("step %d: estimate %v, want %v", i, got, st.want)
+		}
+	}
+	if m.seenAt != 30 {
+		t.Fatalf("seenAt = %d, want 30", m.seenAt)
+	}
+}
