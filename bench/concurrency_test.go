@@ -230,3 +230,67 @@ func (w *weighted) Acquire(ctx context.Context) (sluice.Permit, error) {
 func (w *weighted) Release(uint64, sluice.Outcome, time.Duration) {
 	(*semaphore.Weighted)(w).Release(1)
 }
+
+// BenchmarkConcurrencyRejected is the overload path: every permit is held
+// and there is no queue, so every call is rejected. semaphore.Weighted has
+// no rejecting Acquire; its TryAcquire is the equivalent.
+func BenchmarkConcurrencyRejected(b *testing.B) {
+	ctx := context.Background()
+	b.Run("lib=sluice/mode=parallel", func(b *testing.B) {
+		l, err := concurrency.New(concurrency.Config{Limit: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, _ := l.Acquire(ctx)
+		defer p.Release(sluice.Success, 0)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.Acquire(ctx); err == nil {
+					b.Error("admitted over the limit")
+					return
+				}
+			}
+		})
+	})
+	b.Run("lib=sluice-queue-full/mode=parallel", func(b *testing.B) {
+		l, err := concurrency.New(concurrency.Config{Limit: 1, MaxQueue: 1, Discipline: concurrency.CoDel, CoDelInterval: time.Hour, CoDelTarget: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, _ := l.Acquire(ctx)
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _, _ = l.Acquire(wctx); close(done) }()
+		for l.Stats().Queued < 1 {
+			runtime.Gosched()
+		}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.Acquire(ctx); err == nil {
+					b.Error("admitted over the limit")
+					return
+				}
+			}
+		})
+		b.StopTimer()
+		cancel()
+		<-done
+		p.Release(sluice.Success, 0)
+	})
+	b.Run("lib=semaphore/mode=parallel", func(b *testing.B) {
+		s := semaphore.NewWeighted(1)
+		_ = s.Acquire(ctx, 1)
+		defer s.Release(1)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if s.TryAcquire(1) {
+					b.Error("admitted over the limit")
+					return
+				}
+			}
+		})
+	})
+}

@@ -97,3 +97,24 @@ func TestAdmissionCount(t *testing.T) {
 		t.Errorf("Stats = %+v, want %d admitted", s, per*workers)
 	}
 }
+
+// Under overload most calls are rejections: with no latency known yet (no
+// retry-after hint to carry) they allocate nothing and take no lock.
+func TestRejectionAllocatesNothing(t *testing.T) {
+	l := mustNew(t, Config{Limit: 1})
+	p := mustAcquire(t, l)
+	defer p.Release(sluice.Success, 0)
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, err := l.Acquire(context.Background()); err == nil {
+			t.Fatal("admitted over the limit")
+		}
+		if _, err := l.TryAcquire(); err == nil {
+			t.Fatal("admitted over the limit")
+		}
+	}); n != 0 {
+		t.Errorf("rejections: %v allocs, want 0", n)
+	}
+	if s := l.Stats(); s.Rejected[sluice.ReasonLimit] != 2002 {
+		t.Errorf("rejections counted %d, want 2002", s.Rejected[sluice.ReasonLimit])
+	}
+}

@@ -46,6 +46,11 @@ type Limiter struct {
 	fastRelease bool
 	// timed is core.timed(): decisions read the clock.
 	timed bool
+	// maxQueue is Config.MaxQueue; evicts reports that a full queue may
+	// drop its oldest waiter for a newcomer (LIFO order), so a full queue
+	// does not always reject the newcomer.
+	maxQueue int64
+	evicts   bool
 
 	mu   sync.Mutex
 	core Core
@@ -68,6 +73,8 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	l.fastRelease = l.core.cfg.Algorithm == nil
+	l.maxQueue = int64(l.core.cfg.MaxQueue)
+	l.evicts = l.core.cfg.Discipline == LIFO || l.core.cfg.Discipline == AdaptiveLIFO
 	l.timed = l.core.timed()
 	l.hot.state.Store(uint64(l.core.limit) << limitShift)
 	return l, nil
@@ -94,6 +101,9 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 	if t, ok := l.tryFast(); ok {
 		return sluice.NewPermit((*releaser)(l), t), nil
 	}
+	if r, ok := l.fullFast(); ok {
+		return sluice.Permit{}, l.rejectFast(r)
+	}
 	return l.acquireSlow(ctx)
 }
 
@@ -103,6 +113,11 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 	if t, ok := l.tryFast(); ok {
 		return sluice.NewPermit((*releaser)(l), t), nil
+	}
+	if s := l.hot.state.Load(); s&slowBit != 0 && l.queued.Load() > 0 || s&slowBit == 0 && s&inFlightMask >= s>>limitShift&limitMask {
+		// A queue, or every permit held: reject without the lock (it would
+		// say the same, barring a release this instant).
+		return sluice.Permit{}, l.rejectFast(sluice.ReasonLimit)
 	}
 	l.mu.Lock()
 	l.enter()
@@ -172,5 +187,5 @@ func (l *Limiter) verdict(a Arrival) (sluice.Permit, error) {
 		return sluice.NewPermit((*releaser)(l), a.Token), nil
 	}
 	l.counters.Reject(a.Reason)
-	return sluice.Permit{}, sluice.Reject(a.Reason, a.RetryAfter)
+	return sluice.Permit{}, reject(a.Reason, a.RetryAfter)
 }

@@ -145,3 +145,42 @@ func (l *Limiter) snapshot() (uint64, uint64) {
 		runtime.Gosched()
 	}
 }
+
+// fullFast reports, without the lock, a rejection the Core would make:
+// every permit held and no queue (ReasonLimit), or a full queue that
+// rejects newcomers (ReasonQueueFull). Under overload most arrivals are
+// rejected, and they should not queue on mu to be told so. It may miss a
+// permit or a place freed this instant, as any decision a moment earlier
+// would; the Core's own expiry of overdue waiters is left to the timer.
+func (l *Limiter) fullFast() (sluice.Reason, bool) {
+	s := l.hot.state.Load()
+	if s&slowBit == 0 {
+		return sluice.ReasonLimit, l.maxQueue == 0 && s&inFlightMask >= s>>limitShift&limitMask
+	}
+	return sluice.ReasonQueueFull, l.maxQueue > 0 && !l.evicts && l.queued.Load() >= l.maxQueue
+}
+
+// rejectFast counts and returns a rejection decided without the lock. The
+// retry-after hint is the mean time between permits freeing up, as the
+// Core gives it.
+func (l *Limiter) rejectFast(r sluice.Reason) error {
+	l.counters.Reject(r)
+	limit := int64(l.hot.state.Load() >> limitShift & limitMask)
+	return reject(r, time.Duration(l.meanSvc.Load()/max(limit, 1)))
+}
+
+// noHint holds a rejection error per reason with no retry-after hint,
+// shared so that rejecting before any latency is known allocates nothing.
+var noHint = func() (errs [sluice.NumReasons]error) {
+	for r := range errs {
+		errs[r] = sluice.Reject(sluice.Reason(r), 0)
+	}
+	return errs
+}()
+
+func reject(r sluice.Reason, retryAfter time.Duration) error {
+	if retryAfter <= 0 {
+		return noHint[r]
+	}
+	return sluice.Reject(r, retryAfter)
+}
