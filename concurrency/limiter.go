@@ -151,10 +151,11 @@ func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration
 // SetLimit sets the limit. Growing it admits waiters at once; shrinking it
 // revokes nothing: permits held above the new limit stay held until
 // released, and no new one is granted until in flight drops below it. With
-// an Algorithm, its next sample overrides the limit set here.
+// an Algorithm, its next sample overrides the limit set here. An n out of
+// range is an error matching ErrInvalidConfig.
 func (l *Limiter) SetLimit(n int) error {
 	if n < 1 || n > MaxLimit {
-		return fmt.Errorf("concurrency: SetLimit(%d): limit must be 1 to %d", n, MaxLimit)
+		return fmt.Errorf("%w: SetLimit(%d): the limit must be 1 to %d", ErrInvalidConfig, n, MaxLimit)
 	}
 	now := clock.Nanos()
 	l.mu.Lock()
