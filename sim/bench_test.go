@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -40,5 +39,3 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
-
-var _ = fmt.Sprint

@@ -92,7 +92,7 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	e.tick = int64(interval)
 	e.schedule(min(e.tick, e.end), evTick, 0, 0)
 	e.scheduleChange()
-	if b := sc.Load.Bursts; b.Size > 0 {
+	if b := sc.Load.Bursts; b.Size > 0 && int64(b.At) < e.end {
 		e.schedule(int64(b.At), evBurst, 0, 0)
 	}
 	e.nextArrival()
@@ -174,7 +174,9 @@ func (e *engine) run() {
 				e.send(0)
 			}
 			if n := int(ev.id) + 1; n < b.Count {
-				e.schedule(int64(b.At)+int64(n)*int64(b.Every), evBurst, int32(n), 0)
+				if at := int64(b.At) + int64(n)*int64(b.Every); at < e.end {
+					e.schedule(at, evBurst, int32(n), 0)
+				}
 			}
 		case evWake:
 			if ev.at == e.wakeAt {
@@ -216,10 +218,13 @@ func (e *engine) fire(k evKind, id int32, r *request) {
 
 func (e *engine) nextArrival() {
 	t, ok := e.arr.next(e.rngArr)
-	if !ok || t*1e9 > float64(e.end) {
-		return
+	// Round to the nanosecond: constant arrivals accumulate float error, and
+	// the 100th arrival at 100 rps belongs at 1 s, not 0.99999999999 s.
+	at := math.Round(t * 1e9)
+	if !ok || at >= float64(e.end) {
+		return // a request sent at the very end could not be answered
 	}
-	e.schedule(int64(t*1e9), evArrival, 0, 0)
+	e.schedule(int64(at), evArrival, 0, 0)
 }
 
 func (e *engine) alloc() (int32, *request) {

@@ -6,7 +6,9 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// countBelow counts values recorded in h (in microseconds) that are at most d.
+// countBelow counts values recorded in h (in microseconds) that are at
+// most d, to the histogram's precision (3 significant digits: a value in
+// the bucket that holds d counts).
 func countBelow(h *hdrhistogram.Histogram, d time.Duration) int64 {
 	if h == nil {
 		return 0
@@ -14,9 +16,7 @@ func countBelow(h *hdrhistogram.Histogram, d time.Duration) int64 {
 	limit := d.Microseconds()
 	var n int64
 	for _, b := range h.Distribution() {
-		if b.To <= limit {
-			n += b.Count
-		} else if b.From <= limit {
+		if b.From <= limit {
 			n += b.Count
 		}
 	}

@@ -147,6 +147,7 @@ func (m *metrics) summary(end int64) Summary {
 		Sent:           t.n[cSent],
 		Unsent:         t.n[cUnsent],
 		Successes:      t.n[cSuccess],
+		Failed:         t.n[cRejected] + t.n[cRefused] + t.n[cOriginTimeout] + t.n[cTimeout],
 		Goodput:        float64(t.n[cSuccess]) / sec,
 		Throughput:     float64(t.n[cCompleted]) / sec,
 		Capacity:       m.capArea / sec,

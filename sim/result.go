@@ -38,6 +38,10 @@ type Summary struct {
 	Unsent int64 `json:"unsent"`
 	// Successes counts responses within the client's deadline.
 	Successes int64 `json:"successes"`
+	// Failed counts attempts that ended without a success: rejected,
+	// refused, timed out at the client or at the origin. Requests still
+	// waiting at the end of the run are neither.
+	Failed int64 `json:"failed"`
 	// Goodput is successes per second: the headline.
 	Goodput float64 `json:"goodput"`
 	// Throughput is origin completions per second, wasted work included.

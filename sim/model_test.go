@@ -1,0 +1,193 @@
+package sim
+
+import (
+	"math"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func run1(t *testing.T, s Scenario) PolicyResult {
+	t.Helper()
+	res, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Policies[0]
+}
+
+func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want }
+
+func TestDeterministic(t *testing.T) {
+	s := overload(2, Policy{Kind: Adaptive, Algorithm: Gradient2}, Policy{Kind: TokenBucket, Rate: 1000, MaxWait: 20 * ms})
+	s.Duration, s.Warmup = 3*time.Second, 0
+	a, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Run(s)
+	if !reflect.DeepEqual(a.Policies[0].Series, b.Policies[0].Series) || !reflect.DeepEqual(a.Policies[1].Summary, b.Policies[1].Summary) {
+		t.Error("two runs of the same scenario differ")
+	}
+	s.Seed++
+	c, _ := Run(s)
+	if reflect.DeepEqual(a.Policies[0].Summary, c.Policies[0].Summary) {
+		t.Error("a different seed gave the same run")
+	}
+}
+
+func TestBelowCapacity(t *testing.T) {
+	// Half the capacity of constant work: every request is served at once,
+	// in exactly the service time, and the series has one point per second.
+	p := run1(t, Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 4, Service: Dist{Kind: Constant, Mean: 20 * ms}},
+		Load:     Load{Rate: 100, Timeout: time.Second},
+		Policies: []Policy{{Kind: Concurrency, Limit: 4}},
+	})
+	s := p.Summary
+	if s.Sent != 1000 || s.Successes < 999 || s.RejectLatency.Count != 0 || s.Timeouts != 0 {
+		t.Errorf("sent %d, successes %d, rejects %v, timeouts %d: want 1000 sent and served", s.Sent, s.Successes, s.Rejects, s.Timeouts)
+	}
+	if s.Latency.Max > 21*ms || s.Latency.P50 < 19*ms {
+		t.Errorf("latency %+v, want 20 ms", s.Latency)
+	}
+	if !within(s.Capacity, 200, 1e-9) || len(p.Series) != 10 || p.Series[9].T != 10*time.Second {
+		t.Errorf("capacity %v, %d points ending at %v: want 200 rps, 10 points to 10s", s.Capacity, len(p.Series), p.Series[len(p.Series)-1].T)
+	}
+	if p.Series[5].Goodput != 100 || p.Series[5].Limit != 4 {
+		t.Errorf("point %+v, want goodput 100 and limit 4", p.Series[5])
+	}
+}
+
+func TestMMcReference(t *testing.T) {
+	// §0.2's Erlang-C figures for 16 workers, exponential 10 ms, ρ = 0.8:
+	// p50 8.0 ms, p99 47 ms. The origin model must reproduce queueing theory
+	// before any policy result means anything.
+	p := run1(t, Scenario{
+		Seed: 2, Duration: 60 * time.Second, Warmup: 5 * time.Second,
+		Origin:   Origin{Workers: 16, Queue: Unbounded, Service: Dist{Kind: Exponential, Mean: 10 * ms}},
+		Load:     Load{Arrivals: PoissonArrivals, Rate: 1280},
+		Policies: []Policy{{Kind: None}},
+	})
+	l := p.Summary.Latency
+	t.Logf("M/M/16 at ρ = 0.8: p50 %v, p90 %v, p99 %v, p99.9 %v; goodput %.0f rps", l.P50, l.P90, l.P99, l.P999, p.Summary.Goodput)
+	if !within(float64(l.P50), float64(8*ms), 0.1) || !within(float64(l.P99), float64(47*ms), 0.1) {
+		t.Errorf("p50 %v p99 %v, want 8.0 ms and 47 ms within 10%%", l.P50, l.P99)
+	}
+	if !within(p.Summary.Goodput, 1280, 0.02) {
+		t.Errorf("goodput %.0f, want the offered 1280", p.Summary.Goodput)
+	}
+}
+
+func TestArrivals(t *testing.T) {
+	base := func(l Load) Scenario {
+		return Scenario{
+			Seed: 5, Duration: 10 * time.Second,
+			Origin: Origin{Workers: 1000, Service: Dist{Kind: Constant, Mean: ms}}, Load: l, Policies: []Policy{{Kind: None}},
+		}
+	}
+	tests := []struct {
+		name string
+		load Load
+		want float64
+		tol  float64
+	}{
+		{"constant", Load{Rate: 100}, 1000, 0.001},
+		{"steps", Load{Rate: 100, Steps: []Step{{At: 5 * time.Second, Rate: 300}}}, 2000, 0.001},
+		{"ramp", Load{Rate: 0, Steps: []Step{{At: 10 * time.Second, Rate: 200}}, Ramp: true}, 1000, 0.002},
+		{"ramp-down-and-hold", Load{Rate: 200, Steps: []Step{{At: 5 * time.Second, Rate: 0}, {At: 8 * time.Second, Rate: 100}}, Ramp: true}, 500 + 150 + 200, 0.005},
+		{"gap", Load{Rate: 100, Steps: []Step{{At: 2 * time.Second, Rate: 0}, {At: 4 * time.Second, Rate: 100}}}, 800, 0.002},
+		{"bursts", Load{Bursts: Bursts{Size: 50, Every: time.Second, Count: 4, At: time.Second}}, 200, 0},
+		{"poisson", Load{Arrivals: PoissonArrivals, Rate: 1000}, 10000, 0.03}, // 3σ = 3%
+		{"poisson-ramp", Load{Arrivals: PoissonArrivals, Rate: 0, Steps: []Step{{At: 10 * time.Second, Rate: 2000}}, Ramp: true}, 10000, 0.03},
+	}
+	for _, tt := range tests {
+		got := float64(run1(t, base(tt.load)).Summary.Sent)
+		if !within(got, tt.want, tt.tol) {
+			t.Errorf("%s: %v requests sent, want %v (±%v%%)", tt.name, got, tt.want, 100*tt.tol)
+		}
+	}
+}
+
+func TestClientWorkers(t *testing.T) {
+	// Two client workers and 1 s of work: two requests a second are sent,
+	// the other eight due each second are not.
+	p := run1(t, Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 10, Service: Dist{Kind: Constant, Mean: time.Second}},
+		Load:     Load{Rate: 10, ClientWorkers: 2},
+		Policies: []Policy{{Kind: None}},
+	})
+	if s := p.Summary; s.Sent != 20 || s.Unsent != 80 {
+		t.Errorf("sent %d, unsent %d: want 20 and 80", s.Sent, s.Unsent)
+	}
+}
+
+func TestRetryBudget(t *testing.T) {
+	s := Scenario{
+		Seed: 1, Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 100, Service: Dist{Kind: Constant, Mean: ms}},
+		Load:     Load{Rate: 100, Timeout: time.Second, Retries: Retries{Max: 3, Backoff: 10 * ms}},
+		Policies: []Policy{{Kind: TokenBucket, Rate: 10, Burst: 1}},
+	}
+	unbudgeted := run1(t, s).Summary
+	s.Load.Retries.Budget = 0.1
+	budgeted := run1(t, s).Summary
+	first := budgeted.Sent - budgeted.Retries
+	t.Logf("no budget: %d sent, %d retries; budget 0.1: %d first attempts, %d retries", unbudgeted.Sent, unbudgeted.Retries, first, budgeted.Retries)
+	if unbudgeted.Retries < 2*1000 {
+		t.Errorf("without a budget %d retries, want nearly 3 per rejected request", unbudgeted.Retries)
+	}
+	if budgeted.Retries > first/10+10 || budgeted.Retries < first/10-10 {
+		t.Errorf("with a 10%% budget %d retries for %d requests, want about %d", budgeted.Retries, first, first/10)
+	}
+}
+
+func TestOriginTimeoutAndChanges(t *testing.T) {
+	// One worker at 1 s per request, an origin timeout of 500 ms: the
+	// queued requests are answered with an error at 500 ms; at 5 s the
+	// origin gets 10 workers of 100 ms work and serves everything.
+	p := run1(t, Scenario{
+		Duration: 10 * time.Second,
+		Origin: Origin{
+			Workers: 1, Queue: Unbounded, Timeout: 500 * ms, Service: Dist{Kind: Constant, Mean: time.Second},
+			Changes: []Change{{At: 5 * time.Second, Workers: 10, Service: Dist{Kind: Constant, Mean: 100 * ms}}},
+		},
+		Load:     Load{Rate: 10},
+		Policies: []Policy{{Kind: None}},
+	})
+	s := p.Summary
+	if s.OriginTimeouts < 45 || s.Successes < 50 {
+		t.Errorf("origin timeouts %d, successes %d: want about 50 of each", s.OriginTimeouts, s.Successes)
+	}
+	if p.Series[2].Capacity != 1 || p.Series[7].Capacity != 100 || !within(s.Capacity, 50.5, 1e-9) {
+		t.Errorf("capacity %v then %v, mean %v: want 1, 100 and 50.5", p.Series[2].Capacity, p.Series[7].Capacity, s.Capacity)
+	}
+}
+
+func TestDistributions(t *testing.T) {
+	// The mean service time each distribution was asked for, measured
+	// through the origin with no queueing.
+	for _, d := range []Dist{
+		{Kind: Constant, Mean: 10 * ms},
+		{Kind: Exponential, Mean: 10 * ms},
+		{Kind: Lognormal, Mean: 10 * ms, Sigma: 0.5},
+		{Kind: Bimodal, Mean: 5 * ms, Tail: 55 * ms, TailFraction: 0.1},
+	} {
+		p := run1(t, Scenario{
+			Seed: 9, Duration: 20 * time.Second,
+			Origin: Origin{Workers: 1000, Service: d}, Load: Load{Arrivals: PoissonArrivals, Rate: 2000}, Policies: []Policy{{Kind: None}},
+		})
+		// Little's law: mean in service = throughput × mean service time.
+		var busy float64
+		for _, pt := range p.Series {
+			busy += float64(pt.OriginBusy)
+		}
+		busy /= float64(len(p.Series))
+		mean := busy / p.Summary.Throughput
+		if !within(mean, 0.010, 0.1) {
+			t.Errorf("%s: mean service %.4f s by Little's law, want 0.010", d.Kind, mean)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+func validScenario() Scenario {
+	return Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 4, Service: Dist{Kind: Constant, Mean: 10 * ms}},
+		Load:     Load{Rate: 100},
+		Policies: []Policy{{Kind: None}},
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := func() *Scenario { s := validScenario(); return &s }().Validate(); err != nil {
+		t.Fatalf("valid scenario: %v", err)
+	}
+	tests := []struct {
+		field string
+		edit  func(*Scenario)
+	}{
+		{"duration", func(s *Scenario) { s.Duration = 0 }},
+		{"interval", func(s *Scenario) { s.Interval = -time.Second }},
+		{"interval", func(s *Scenario) { s.Interval = time.Minute }},
+		{"warmup", func(s *Scenario) { s.Warmup = s.Duration }},
+		{"origin.workers", func(s *Scenario) { s.Origin.Workers = 0 }},
+		{"origin.queue", func(s *Scenario) { s.Origin.Queue = -2 }},
+		{"origin.timeout", func(s *Scenario) { s.Origin.Timeout = -1 }},
+		{"origin.service.kind", func(s *Scenario) { s.Origin.Service.Kind = "" }},
+		{"origin.service.kind", func(s *Scenario) { s.Origin.Service.Kind = "pareto" }},
+		{"origin.service.mean", func(s *Scenario) { s.Origin.Service.Mean = 0 }},
+		{"origin.service.sigma", func(s *Scenario) { s.Origin.Service.Sigma = 1 }},
+		{"origin.service.tail", func(s *Scenario) { s.Origin.Service.Kind = Bimodal }},
+		{"origin.service.tail_fraction", func(s *Scenario) {
+			s.Origin.Service = Dist{Kind: Bimodal, Mean: ms, Tail: 10 * ms, TailFraction: 2}
+		}},
+		{"origin.changes[1].at", func(s *Scenario) {
+			s.Origin.Changes = []Change{{At: 2 * time.Second, Workers: 2}, {At: time.Second, Workers: 3}}
+		}},
+		{"origin.changes[0]", func(s *Scenario) { s.Origin.Changes = []Change{{At: time.Second}} }},
+		{"origin.changes[0].service.mean", func(s *Scenario) {
+			s.Origin.Changes = []Change{{At: time.Second, Service: Dist{Kind: Constant}}}
+		}},
+		{"origin.changes[0].service.kind", func(s *Scenario) {
+			s.Origin.Changes = []Change{{At: time.Second, Service: Dist{Mean: ms}}}
+		}},
+		{"load.arrivals", func(s *Scenario) { s.Load.Arrivals = "bursty" }},
+		{"load.rate", func(s *Scenario) { s.Load.Rate = -1 }},
+		{"load.rate", func(s *Scenario) { s.Load.Rate = 0 }},
+		{"load.steps[1].at", func(s *Scenario) {
+			s.Load.Steps = []Step{{At: 2 * time.Second, Rate: 1}, {At: 2 * time.Second, Rate: 2}}
+		}},
+		{"load.steps[0].rate", func(s *Scenario) { s.Load.Steps = []Step{{At: time.Second, Rate: -3}} }},
+		{"load.ramp", func(s *Scenario) { s.Load.Ramp = true }},
+		{"load.bursts.count", func(s *Scenario) { s.Load.Bursts = Bursts{Size: 10} }},
+		{"load.bursts.every", func(s *Scenario) { s.Load.Bursts = Bursts{Size: 10, Count: 2} }},
+		{"load.bursts.size", func(s *Scenario) { s.Load.Bursts = Bursts{Count: 2} }},
+		{"load.timeout", func(s *Scenario) { s.Load.Timeout = -1 }},
+		{"load.client_workers", func(s *Scenario) { s.Load.ClientWorkers = -1 }},
+		{"load.retries.max", func(s *Scenario) { s.Load.Retries.Max = -1 }},
+		{"load.retries.budget", func(s *Scenario) { s.Load.Retries.Budget = -0.5 }},
+		{"load.retries.backoff", func(s *Scenario) { s.Load.Retries.Backoff = -1 }},
+		{"policies", func(s *Scenario) { s.Policies = nil }},
+		{"policies[0].kind", func(s *Scenario) { s.Policies[0].Kind = "" }},
+		{"policies[0].kind", func(s *Scenario) { s.Policies[0].Kind = "leaky" }},
+		{"policies[0].limit", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency} }},
+		{"policies[0].limit", func(s *Scenario) { s.Policies[0] = Policy{Kind: None, Limit: 3} }},
+		{"policies[0].algorithm", func(s *Scenario) { s.Policies[0] = Policy{Kind: Adaptive, Algorithm: "bbr"} }},
+		{"policies[0].algorithm", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 3, Algorithm: AIMD} }},
+		{"policies[0].min_limit", func(s *Scenario) { s.Policies[0] = Policy{Kind: Adaptive, MinLimit: 5, MaxLimit: 4} }},
+		{"policies[0].aimd", func(s *Scenario) {
+			s.Policies[0] = Policy{Kind: Adaptive, Algorithm: AIMD, AIMD: adaptive.AIMDConfig{Backoff: 1.5}}
+		}},
+		{"policies[0].vegas", func(s *Scenario) {
+			s.Policies[0] = Policy{Kind: Adaptive, Vegas: adaptive.VegasConfig{Alpha: 1}}
+		}},
+		{"policies[0].rate", func(s *Scenario) { s.Policies[0] = Policy{Kind: TokenBucket} }},
+		{"policies[0].rate", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, Rate: 5} }},
+		{"policies[0].burst", func(s *Scenario) { s.Policies[0] = Policy{Kind: Ticker, Rate: 5, Burst: -1} }},
+		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, Queue: -5} }},
+		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = Policy{Kind: None, Queue: 5} }},
+		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = Policy{Kind: TokenBucket, Rate: 1, Queue: 5} }},
+		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, MaxWait: -1} }},
+		{"policies[0].discipline", func(s *Scenario) { s.Policies[0] = Policy{Kind: Ticker, Rate: 1, Discipline: concurrency.LIFO} }},
+		{"policies[0].discipline", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, Discipline: 42} }},
+		{"policies[0].codel_target", func(s *Scenario) {
+			s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, CoDelTarget: time.Second}
+		}},
+	}
+	for _, tt := range tests {
+		s := validScenario()
+		tt.edit(&s)
+		err := s.Validate()
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s: got %v, want a *FieldError", tt.field, err)
+			continue
+		}
+		if fe.Field != tt.field {
+			t.Errorf("got field %q (%v), want %q", fe.Field, err, tt.field)
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%v: want errors.Is ErrInvalid and the field in the message", err)
+		}
+		if _, err := Run(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Run returned %v, want the validation error", tt.field, err)
+		}
+	}
+}
