@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 )
 
 // TestStress hammers every discipline from many goroutines with cancels,
@@ -86,5 +87,46 @@ func TestStress(t *testing.T) {
 			}
 			t.Logf("%v: %d ok, %d rejected, %d gave up; %v", d, ok.Load(), rejected.Load(), canceled.Load(), s.Rejected)
 		})
+	}
+}
+
+// TestStressAdaptive runs the Algorithm path (every Success and Dropped
+// through the Core, the fast path open between them) under -race with a
+// real AIMD, and checks the books balance.
+func TestStressAdaptive(t *testing.T) {
+	aimd, err := adaptive.NewAIMD(adaptive.AIMDConfig{InitialLimit: 4, MaxLimit: 8, Interval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustNew(t, Config{Algorithm: aimd, MaxQueue: 4, Discipline: AdaptiveLIFO, CoDelTarget: 100 * time.Microsecond, CoDelInterval: time.Millisecond})
+	var ok, rejected atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 400 {
+				p, err := l.Acquire(context.Background())
+				if err != nil {
+					if !errors.Is(err, sluice.ErrRejected) {
+						t.Errorf("unexpected error %v", err)
+					}
+					rejected.Add(1)
+					continue
+				}
+				ok.Add(1)
+				if s := l.Stats(); s.InFlight > 8 {
+					t.Errorf("in flight %d above AIMD's MaxLimit 8", s.InFlight)
+				}
+				time.Sleep(time.Duration(g*i%3) * 20 * time.Microsecond)
+				p.Release(sluice.Outcome(i%3), time.Duration(i%50)*time.Microsecond)
+			}
+		})
+	}
+	wg.Wait()
+	s := l.Stats()
+	if s.InFlight != 0 || s.Queued != 0 || s.Admitted != uint64(ok.Load()) || s.RejectedTotal() != uint64(rejected.Load()) {
+		t.Errorf("Stats = %+v; callers saw %d permits, %d rejections", s, ok.Load(), rejected.Load())
+	}
+	if s.Limit < 1 || s.Limit > 8 {
+		t.Errorf("Limit = %v, want within AIMD's [1, 8]", s.Limit)
 	}
 }
