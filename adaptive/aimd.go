@@ -15,7 +15,8 @@ type AIMDConfig struct {
 	InitialLimit int
 	// MinLimit is the floor of the limit. Default 1.
 	MinLimit int
-	// MaxLimit is the ceiling of the limit. Default 1000.
+	// MaxLimit is the ceiling of the limit. Default 1000, or MinLimit if
+	// that is higher.
 	MaxLimit int
 
 	// Increase is added to the limit at most once per Interval while the

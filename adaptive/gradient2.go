@@ -16,7 +16,8 @@ type Gradient2Config struct {
 	InitialLimit int
 	// MinLimit is the floor of the limit. Default 1 (Netflix: 20).
 	MinLimit int
-	// MaxLimit is the ceiling of the limit. Default 1000 (Netflix: 200).
+	// MaxLimit is the ceiling of the limit. Default 1000, or MinLimit if
+	// that is higher (Netflix: 200).
 	MaxLimit int
 
 	// Tolerance is how much slower than the long-term latency the recent
@@ -35,10 +36,11 @@ type Gradient2Config struct {
 
 // Gradient2 is Netflix's Gradient2Limit: it compares the recent latency with
 // a long-term average and shrinks the limit in proportion when the recent
-// one is higher than Tolerance allows.
+// one is higher than Tolerance allows. Once per round trip (see Vegas for
+// why not per sample):
 //
-//	short    = average latency over ShortWindow samples
-//	long     = average latency over LongWindow samples
+//	short    = mean latency of the round trip
+//	long     = moving average of latency over about LongWindow samples
 //	gradient = clamp(Tolerance × long / short, 0.5, 1)
 //	next     = gradient × limit + QueueSize   (QueueSize only if gradient = 1)
 //	limit    = clamp((1 − Smoothing) × limit + Smoothing × next)
@@ -46,18 +48,17 @@ type Gradient2Config struct {
 // Regimes:
 //
 //   - steady: short is within Tolerance of long, the gradient is 1 and the
-//     limit grows by Smoothing × QueueSize per sample (0.8 by default);
-//   - rising load: short outgrows long, the gradient drops below 1 and the
-//     limit shrinks by up to Smoothing/2 per sample;
-//   - recovering: after a long overload long is far above short; when
-//     long > 2 × short it decays by 5% per sample instead of waiting for
-//     the average, so the limit is not held low by history;
-//   - not in use (a sample that started with less than half the limit in
-//     flight): the limit does not move;
-//   - Dropped: the gradient is 0.5 (a stable timeout has a flat latency,
-//     which Netflix's version reads as healthy: #137), once per round
-//     trip: drops of requests that started before the last cut are
-//     ignored, so one burst of failures is one cut.
+//     limit grows by Smoothing × QueueSize per round trip (0.8 by default);
+//   - rising load: short outgrows Tolerance × long, the gradient drops
+//     below 1 and the limit shrinks by up to Smoothing/2 per round trip;
+//   - recovering: after a long overload long can be far above short; when
+//     long > 2 × short it decays by 5% per round trip instead of waiting
+//     for the average, so the limit is not held low by history;
+//   - not in use (in flight never reached half the limit during the round
+//     trip): the limit does not move;
+//   - a round trip with a Dropped sample: the gradient is 0.5. Netflix's
+//     version ignores drops, and a stable timeout has a flat latency that
+//     it reads as healthy (#137).
 //
 // It averages rather than taking a minimum, which suits services whose
 // requests vary widely in cost: a minimum would be the cheapest request's
@@ -70,13 +71,15 @@ type Gradient2Config struct {
 //     gradient of 0.8 shrinks the limit instead of settling at
 //     QueueSize/(1 − 0.8) above what the service can take;
 //   - long learns only from samples that started with no more requests in
-//     flight than the highest count at which the latency was seen at or
-//     below long, or that are themselves no slower than long. Under
+//     flight than the concurrency at which long is known to hold (that of
+//     its first samples, raised by every round trip whose mean latency is
+//     within long), or that are themselves no slower than long. Under
 //     sustained overload every sample carries the queue this limit let in;
 //     if long learned from them it would rise with the queue, the gradient
 //     would return to 1 and the limit would grow to MaxLimit. When the
 //     service itself slows, the limit first falls, samples at comparable
-//     concurrency arrive, and long follows them.
+//     concurrency arrive, and long follows them: the cost is a dip of the
+//     limit while long catches up.
 //
 // In the steady state of an overloaded service the latency settles near
 // Tolerance × the unloaded latency: Gradient2 trades that much queueing for

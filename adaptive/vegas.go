@@ -14,7 +14,8 @@ type VegasConfig struct {
 	InitialLimit int
 	// MinLimit is the floor of the limit. Default 1.
 	MinLimit int
-	// MaxLimit is the ceiling of the limit. Default 1000.
+	// MaxLimit is the ceiling of the limit. Default 1000, or MinLimit if
+	// that is higher.
 	MaxLimit int
 
 	// Alpha and Beta bound the queue Vegas aims for, in multiples of
@@ -68,21 +69,26 @@ type VegasConfig struct {
 // what TCP Vegas does, and Netflix users get it by wrapping the limit in a
 // WindowedLimit.
 //
-// The no-load latency is the lowest round-trip mean seen (a mean, like the
-// latency it is compared with: the fastest single request of a noisy
-// service is an outlier, and a baseline that low reads every round trip as
-// queued), with two guards against
-// the drift of Netflix's estimate (#165) and without Envoy's probe, which
-// pins concurrency to a handful of requests to measure it and sheds
-// healthy traffic meanwhile (envoyproxy/envoy#8337):
+// Above a limit of 1000 Netflix's step jumps from log10 (3) to sqrt (31);
+// here it stays log10, so the step grows smoothly.
 //
-//   - it falls at once to any faster sample;
-//   - it rises only when, for a whole NoLoadWindow, every round trip run
-//     at no more concurrency than the estimate was last seen at was slower:
-//     the service itself got slower. Round trips at higher concurrency do
-//     not count: they are slow because of the queue this limit let build,
-//     and learning from them is how a baseline drifts upward until nothing
-//     is shed.
+// The no-load latency. Each round trip offers one piece of evidence: the
+// mean latency of its least loaded requests (those that started with
+// about the fewest in flight). A mean, because the fastest single request
+// of a noisy service is an outlier, and a baseline that low reads every
+// round trip as queued; the least loaded, because they queued least. The
+// estimate is the lowest such evidence, with two guards against the drift
+// of Netflix's estimate (#165), and without Envoy's probe, which pins
+// concurrency to a handful of requests to measure it and sheds healthy
+// traffic meanwhile (envoyproxy/envoy#8337):
+//
+//   - it falls at once to any lower evidence;
+//   - it rises only when, for a whole NoLoadWindow, all the evidence taken
+//     at no more concurrency than the estimate was seen at was higher: the
+//     service itself got slower. Round trips at higher concurrency do not
+//     count: they are slow because of the queue this limit let build, and
+//     learning from them is how a baseline drifts upward until nothing is
+//     shed.
 //
 // If the service slows down while saturated, Vegas first reads the
 // slowdown as a queue and lowers the limit; once requests run at the

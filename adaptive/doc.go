@@ -1,0 +1,73 @@
+// Package adaptive finds a concurrency limit from what finished requests
+// tell it, so that a service is kept busy but not queueing.
+//
+// By Little's law, in flight = throughput × latency. A service with N
+// workers and service time S completes at most N/S requests per second;
+// admitting more than N at a time adds nothing but a queue, and every queued
+// request makes the ones behind it later. The right limit is therefore about
+// N, but N is rarely known and changes with deploys, noisy neighbours and
+// the request mix. The algorithms here learn it from samples.
+//
+// # Use
+//
+// An [Algorithm] is a pure state machine: Observe(now, Sample) returns the
+// new limit; time is an argument, no clock is read and no goroutine runs.
+// The concurrency limiter (package concurrency) calls Observe under its lock
+// each time a permit is released with Success or Dropped; the simulator
+// (package sim) drives the same code in virtual time. A [Sample] carries
+// the latency, the number in flight when the request started and the
+// outcome: Success is a latency sample, Dropped an overload signal (a 5xx,
+// a timeout, a rejection downstream).
+//
+//	vegas, err := adaptive.NewVegas(adaptive.VegasConfig{MaxLimit: 500})
+//	...
+//	limit := vegas.Observe(now, adaptive.Sample{Latency: d, InFlight: n, Outcome: sluice.Success})
+//
+// Every config's zero value is valid; each field documents its default.
+// Constructors reject bad values with an error that matches
+// [ErrInvalidConfig] and names the field.
+//
+// # Which algorithm
+//
+//   - [Vegas] for a service whose requests cost about the same, so that a
+//     queue shows as latency above the no-load latency. It holds a small
+//     queue (3 to 6 requests below a limit of 100) and gets to capacity
+//     fastest (slow start). Its baseline is a minimum, which very noisy
+//     latency (±30% per request at a hundred in flight) drags too low, and
+//     the limit with it.
+//   - [Gradient2] for a mix of cheap and expensive requests: it compares
+//     averages, not a minimum, so the cheap requests do not set the bar.
+//     It lets latency reach Tolerance × its long-term average (1.5× by
+//     default) before it pushes back: under sustained overload it holds
+//     about 1.5 × capacity in flight: more queueing, but in the steady state
+//     it does not run the service below capacity.
+//   - [AIMD] when only failures can be trusted (latency says little, or
+//     the limiter sits at a client or proxy that sees errors and timeouts,
+//     as in seed 003: +1 per second, back to 75% on an error). It needs no
+//     latency model but learns only from failures, so it saws between
+//     Backoff × and 1 × the point where things fail. Set Timeout to count
+//     slow successes as failures.
+//
+// # What the three share
+//
+//   - A limit that is not in use does not grow: samples that started with
+//     less than half the limit in flight leave it alone. Otherwise a quiet
+//     hour would end with a limit of MaxLimit and the first burst would
+//     find no protection.
+//   - One cut per round trip: the failures of requests admitted before the
+//     last cut are already answered by it. A burst of drops costs one
+//     backoff, not one per request.
+//   - No probing: the no-load latency is learned from the traffic as it
+//     comes, never by pinning the limit low to measure it (Envoy's minRTT
+//     probe drops concurrency to 3 and sheds healthy traffic meanwhile:
+//     envoyproxy/envoy#8337). Vegas and Gradient2 learn their baseline only
+//     from load at which it is known to hold, so it does not drift upward
+//     with the queue the limit itself lets in (Netflix/concurrency-limits
+//     #165, PR #134).
+//   - Vegas and Gradient2 move once per round trip, on the mean latency of
+//     the round trip, as TCP does; moving on every sample overshoots,
+//     because every sample of a round trip reflects the same limit.
+//
+// The formulas and regimes are in each type's documentation, with the
+// points where they differ from Netflix's concurrency-limits and why.
+package adaptive
