@@ -128,6 +128,14 @@ func (m *metrics) tick(now int64) *Point {
 		Timeouts:   float64(c.n[cTimeout]) / sec,
 		Capacity:   m.capNow,
 	}
+	if c.n[cRejected] > 0 {
+		p.RejectsBy = make(map[string]float64)
+		for r, n := range c.rejects {
+			if n > 0 {
+				p.RejectsBy[sluice.Reason(r).String()] = float64(n) / sec
+			}
+		}
+	}
 	if m.curLat.TotalCount() > 0 {
 		p.P50 = time.Duration(m.curLat.ValueAtQuantile(50)) * time.Microsecond
 		p.P99 = time.Duration(m.curLat.ValueAtQuantile(99)) * time.Microsecond

@@ -29,8 +29,9 @@ type PolicyResult struct {
 	wait    *hdrhistogram.Histogram // admission wait of admitted requests, µs
 }
 
-// Summary is a policy's figures over the measured window: requests first
-// sent at or after Warmup, rates over Duration − Warmup.
+// Summary is a policy's figures over the measured window, from Warmup to
+// Duration: each event (a send, a response, a rejection) counts if it
+// happened in the window, and rates are per second of the window.
 type Summary struct {
 	// Sent counts attempts sent to the policy, retries included.
 	Sent int64 `json:"sent"`
@@ -90,15 +91,18 @@ type Point struct {
 	Goodput    float64       `json:"goodput"`    // successes within deadline per second
 	Throughput float64       `json:"throughput"` // origin completions per second
 	Rejects    float64       `json:"rejects"`    // policy rejections + origin refusals per second
-	Timeouts   float64       `json:"timeouts"`   // client give-ups per second
-	Capacity   float64       `json:"capacity"`   // origin capacity at T
-	P50        time.Duration `json:"p50"`        // successes' latency in the interval
-	P99        time.Duration `json:"p99"`
-	Limit      float64       `json:"limit"`        // the policy's limit at T (0: none)
-	InFlight   int           `json:"in_flight"`    // admitted, not yet released, at T
-	Queued     int           `json:"queued"`       // waiting in the policy at T
-	OriginBusy int           `json:"origin_busy"`  // origin workers busy at T
-	OriginQ    int           `json:"origin_queue"` // origin queue length at T
+	// RejectsBy is the policy's rejections per second by reason (the
+	// labels of Summary.Rejects); nil when there were none.
+	RejectsBy  map[string]float64 `json:"rejects_by,omitempty"`
+	Timeouts   float64            `json:"timeouts"` // client give-ups per second
+	Capacity   float64            `json:"capacity"` // origin capacity at T
+	P50        time.Duration      `json:"p50"`      // successes' latency in the interval
+	P99        time.Duration      `json:"p99"`
+	Limit      float64            `json:"limit"`        // the policy's limit at T (0: none)
+	InFlight   int                `json:"in_flight"`    // admitted, not yet released, at T
+	Queued     int                `json:"queued"`       // waiting in the policy at T
+	OriginBusy int                `json:"origin_busy"`  // origin workers busy at T
+	OriginQ    int                `json:"origin_queue"` // origin queue length at T
 }
 
 // SucceededWithin returns how many successful responses in the measured

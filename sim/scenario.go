@@ -21,8 +21,9 @@ type Scenario struct {
 	Duration time.Duration `yaml:"duration" json:"duration"`
 	// Interval is the width of one point of the time series. Default 1s.
 	Interval time.Duration `yaml:"interval" json:"interval"`
-	// Warmup is left out of the summary: requests first sent before it are
-	// not counted. Default 0.
+	// Warmup is left out of the summary: what happens before it (sends,
+	// responses, rejections) is not counted; the series still shows it.
+	// Default 0.
 	Warmup time.Duration `yaml:"warmup" json:"warmup"`
 	// Origin is the modeled service.
 	Origin Origin `yaml:"origin" json:"origin"`
@@ -239,7 +240,7 @@ type Policy struct {
 	// Discipline orders the queue: fifo (default), lifo, codel or
 	// adaptive_lifo (concurrency.Discipline's names).
 	Discipline concurrency.Discipline `yaml:"discipline" json:"discipline"`
-	// CoDelTarget and CoDelInterval tune the codel and adaptive-lifo
+	// CoDelTarget and CoDelInterval tune the codel and adaptive_lifo
 	// disciplines. Defaults: the concurrency package's (5 ms and 100 ms).
 	CoDelTarget   time.Duration `yaml:"codel_target" json:"codel_target"`
 	CoDelInterval time.Duration `yaml:"codel_interval" json:"codel_interval"`

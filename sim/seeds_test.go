@@ -76,5 +76,8 @@ func TestSeed004BucketRate(t *testing.T) {
 		if g := p.Summary.Goodput; !within(g, r, 0.01) {
 			t.Errorf("bucket at %v/s: admitted %.1f/s, want within 1%%", r, g)
 		}
+		if pt := p.Series[10]; !within(pt.RejectsBy["rate"], 1000-r, 0.15) || pt.Rejects != pt.RejectsBy["rate"] {
+			t.Errorf("bucket at %v/s: point %+v, want about %v rejects/s for rate", r, pt, 1000-r)
+		}
 	}
 }

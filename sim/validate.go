@@ -278,7 +278,7 @@ func (p *Policy) validate(f string) error {
 		return bad(f+".codel_target", "codel_target and codel_interval must be >= 0")
 	}
 	if (p.CoDelTarget != 0 || p.CoDelInterval != 0) && p.Discipline != concurrency.CoDel && p.Discipline != concurrency.AdaptiveLIFO {
-		return bad(f+".codel_target", "applies only to the codel and adaptive-lifo disciplines")
+		return bad(f+".codel_target", "applies only to the codel and adaptive_lifo disciplines")
 	}
 	return nil
 }
