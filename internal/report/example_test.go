@@ -30,10 +30,10 @@ func ExampleTable() {
 		fmt.Println(err)
 	}
 	// Output:
-	// scenario tiny: 10s simulated, seed 1, offered 5.00 rps, capacity 3.50 rps
+	// scenario tiny: 10s simulated, seed 1, capacity 3.50 rps
 	//
-	// POLICY    GOODPUT/s  %CAP  THROUGHPUT/s  OK p50  OK p99  OK p99.9  TIMEOUTS  ORIGIN ERR  REJECTED       REJ p99
-	// static-5  2.40       69%   2.50          2.00s   2.00s   2.00s     0         0           25 (limit 25)  0µs
+	// POLICY    OFFERED/s  GOODPUT/s  %CAP  THROUGHPUT/s  OK p50  OK p99  OK p99.9  TIMEOUTS  ORIGIN ERR  REJECTED       REJ p99
+	// static-5  5.00       2.40       69%   2.50          2.00s   2.00s   2.00s     0         0           25 (limit 25)  0µs
 }
 
 func ExampleJSON() {

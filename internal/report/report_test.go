@@ -125,7 +125,7 @@ func TestTable(t *testing.T) {
 		t.Fatalf("want 5 lines, got %d:\n%s", len(lines), out)
 	}
 	for _, want := range []string{
-		"scenario demo: 4s simulated, seed 7, offered 5.00 rps, capacity 3.50 rps",
+		"scenario demo: 4s simulated, seed 7, capacity 3.50 rps",
 		"POLICY", "GOODPUT/s", "REJ p99",
 	} {
 		if !strings.Contains(out, want) {
@@ -136,8 +136,8 @@ func TestTable(t *testing.T) {
 		line   int
 		fields []string
 	}{
-		{3, []string{"none", "0.25", "7%", "3.50", "2.40s", "2.40s", "2.40s", "19", "0", "0", "-"}},
-		{4, []string{"static-5", "2.50", "71%", "2.50", "2.00s", "2.01s", "2.01s", "0", "1", "10", "(limit", "9,", "queue_full", "1)", "4.00µs"}},
+		{3, []string{"none", "5.00", "0.25", "7%", "3.50", "2.40s", "2.40s", "2.40s", "19", "0", "0", "-"}},
+		{4, []string{"static-5", "5.00", "2.50", "71%", "2.50", "2.00s", "2.01s", "2.01s", "0", "1", "10", "(limit", "9,", "queue_full", "1)", "4.00µs"}},
 	} {
 		if got := strings.Fields(lines[row.line]); !reflect.DeepEqual(got, row.fields) {
 			t.Errorf("row %d:\n got %q\nwant %q", row.line, got, row.fields)

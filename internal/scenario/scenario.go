@@ -108,7 +108,25 @@ func (f *File) Validate() error {
 	if f.Report.Within < 0 {
 		return f.errorAt("report.within", fmt.Sprintf("must be >= 0, got %v", f.Report.Within))
 	}
-	return f.simError(f.Scenario.Validate())
+	if err := f.simError(f.Scenario.Validate()); err != nil {
+		return err
+	}
+	// Rows and plot lines are told apart by name; the simulator names an
+	// unnamed policy after its kind, so two unnamed adaptive policies
+	// would look like one.
+	first := map[string]int{}
+	for i, p := range f.Policies {
+		name := p.Name
+		if name == "" {
+			name = string(p.Kind)
+		}
+		if j, ok := first[name]; ok {
+			return f.errorAt(fmt.Sprintf("policies[%d].name", i),
+				fmt.Sprintf("%q already names policies[%d]: give each policy its own name", name, j))
+		}
+		first[name] = i
+	}
+	return nil
 }
 
 // Run runs the scenario in the simulator. A scenario problem the simulator

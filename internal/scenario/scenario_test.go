@@ -120,6 +120,7 @@ func TestParseBad(t *testing.T) {
 		{"required top-level field left out", "duration: 30s\n", "", "bad.yaml:1: duration: must be > 0, got 0s (not set in the file)"},
 		{"field of the wrong kind", "    algorithm: aimd\n", "    algorithm: aimd\n    rate: 10\n", "bad.yaml:24: policies[1].rate: rate and burst apply only"},
 		{"report.within negative", "within: 1s", "within: -1s", "bad.yaml:25: report.within: must be >= 0"},
+		{"two policies, one name", "    algorithm: aimd\n", "    algorithm: aimd\n  - kind: none\n  - kind: none\n", `bad.yaml:25: policies[3].name: "none" already names policies[2]: give each policy its own name (not set in the file)`},
 		// Whole-file problems.
 		{"syntax", "seed: 42\n", "seed: 42\n  oops: [\n", "bad.yaml:4: YAML syntax"},
 		{"tab indentation", "  workers: 7\n", "\tworkers: 7\n", "bad.yaml:7: YAML syntax"},
