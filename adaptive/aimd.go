@@ -22,8 +22,9 @@ type AIMDConfig struct {
 	// Increase is added to the limit at most once per Interval while the
 	// service is healthy and the limit is in use. Default 1.
 	Increase int
-	// Interval is the least time between two changes of the limit.
-	// Default 1s (seed 003: "+1 per second").
+	// Interval is the least time between two increases, between two
+	// backoffs, and from a backoff to the next increase. Default 1s
+	// (seed 003: "+1 per second").
 	Interval time.Duration
 	// Backoff multiplies the limit on an overload signal; it must be in
 	// (0, 1). Default 0.75 (seed 003: "back off to 75%").
@@ -102,6 +103,9 @@ func (a *AIMD) Limit() int { return int(a.limit) }
 
 // Observe feeds one sample taken at now and returns the new limit.
 func (a *AIMD) Observe(now time.Time, s Sample) int {
+	if !learnable(s) {
+		return int(a.limit)
+	}
 	overload := s.Outcome == sluice.Dropped || (a.timeout > 0 && s.Latency > a.timeout)
 	switch {
 	case overload:

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 func TestConfigErrorsNameTheField(t *testing.T) {
@@ -79,6 +81,22 @@ func TestConfigDefaults(t *testing.T) {
 		a, err := NewAIMD(AIMDConfig{MinLimit: c.min, MaxLimit: c.max})
 		if err != nil || a.Limit() != c.want {
 			t.Errorf("MinLimit %d MaxLimit %d: limit %v, %v; want %d", c.min, c.max, a, err, c.want)
+		}
+	}
+}
+
+// Ignore and Canceled never reach an algorithm from a limiter; if one
+// does, it changes nothing (a healthy-looking sample would grow the limit).
+func TestIgnoredOutcomesChangeNothing(t *testing.T) {
+	for name, a := range algorithms(t, 1000, 0) {
+		now := epoch
+		for _, o := range []sluice.Outcome{sluice.Ignore, sluice.Canceled, sluice.Outcome(9)} {
+			for range 100 {
+				now = now.Add(time.Second)
+				if l := a.Observe(now, Sample{Latency: time.Millisecond, InFlight: 20, Outcome: o}); l != 20 {
+					t.Fatalf("%s: %v sample moved the limit to %d", name, o, l)
+				}
+			}
 		}
 	}
 }

@@ -139,6 +139,9 @@ func (g *Gradient2) LongLatency() time.Duration { return time.Duration(g.long.va
 
 // Observe feeds one sample taken at now and returns the new limit.
 func (g *Gradient2) Observe(now time.Time, s Sample) int {
+	if !learnable(s) {
+		return int(g.limit)
+	}
 	if s.Outcome != sluice.Dropped && s.Latency > 0 {
 		// long learns from samples at concurrency where it is known to
 		// hold, or that are no slower than it (see the type's doc).

@@ -134,7 +134,10 @@ type roundTrip struct {
 // caller then reads the aggregate and calls next.
 func (w *roundTrip) add(now time.Time, s Sample) bool {
 	if w.start.IsZero() {
-		w.start, w.length = now, s.Latency
+		w.start = now
+	}
+	if w.length <= 0 {
+		w.length = s.Latency // the first latency seen sets the first length
 	}
 	switch {
 	case s.Outcome == sluice.Dropped:
@@ -179,4 +182,11 @@ func (w *roundTrip) next(now time.Time) {
 		length = time.Duration(m)
 	}
 	*w = roundTrip{start: now, length: length}
+}
+
+// learnable reports whether s is an outcome an algorithm learns from.
+// Limiters never pass Ignore or Canceled (see Sample); should one arrive,
+// it is dropped rather than read as a success.
+func learnable(s Sample) bool {
+	return s.Outcome == sluice.Success || s.Outcome == sluice.Dropped
 }

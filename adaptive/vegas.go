@@ -151,7 +151,7 @@ func (v *Vegas) NoLoadLatency() time.Duration { return time.Duration(v.noLoad.es
 
 // Observe feeds one sample taken at now and returns the new limit.
 func (v *Vegas) Observe(now time.Time, s Sample) int {
-	if !v.rt.add(now, s) {
+	if !learnable(s) || !v.rt.add(now, s) {
 		return int(v.limit)
 	}
 	defer v.rt.next(now)
