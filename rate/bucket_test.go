@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -294,6 +295,18 @@ func TestTryAcquire(t *testing.T) {
 	s := b.Stats()
 	if s.Admitted != 2 || s.Rejected[sluice.ReasonRate] != 2 || s.Limit != 4 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A state owns its cache lines: 128 bytes, the word, its counter and the
+// fields Allow reads in the first 64.
+func TestStateLayout(t *testing.T) {
+	var s state
+	if size := unsafe.Sizeof(s); size != 128 {
+		t.Errorf("state is %d bytes, want 128", size)
+	}
+	if end := unsafe.Offsetof(s.params) + unsafe.Offsetof(s.params.maxWait); end > 64 {
+		t.Errorf("hot fields end at byte %d, want <= 64", end)
 	}
 }
 

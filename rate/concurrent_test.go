@@ -23,9 +23,10 @@ func TestConcurrentBound(t *testing.T) {
 	for _, withSetters := range []bool{false, true} {
 		b := mustBucket(t, Config{Rate: rate, Burst: burst})
 		var (
-			vclock  atomic.Int64 // virtual ns since t0
-			kept    atomic.Int64 // tokens taken and not given back
-			lastAct atomic.Int64 // latest time a reservation may act
+			vclock  atomic.Int64  // virtual ns since t0
+			kept    atomic.Int64  // tokens taken and not given back
+			oks     atomic.Uint64 // calls that were admitted, to check Stats
+			lastAct atomic.Int64  // latest time a reservation may act
 			// The setter takes the write side so that its time is never
 			// earlier than a time an op already used (see SetRateAt); ops
 			// share the read side and race each other freely.
@@ -46,6 +47,7 @@ func TestConcurrentBound(t *testing.T) {
 					if i%4 == 0 {
 						r, ok := b.ReserveAt(at, n, 5*time.Millisecond)
 						if ok {
+							oks.Add(1)
 							if i%8 == 0 {
 								r.Cancel()
 							} else {
@@ -56,6 +58,7 @@ func TestConcurrentBound(t *testing.T) {
 							}
 						}
 					} else if b.AllowAt(at, n) {
+						oks.Add(1)
 						kept.Add(int64(n))
 					}
 					if tk := b.TokensAt(at); tk > burst {
@@ -92,6 +95,11 @@ func TestConcurrentBound(t *testing.T) {
 		wg.Wait()
 		close(done)
 		setterWG.Wait()
+		// Admissions are counted next to the state word and moved to the
+		// bucket when a setter retires the state; none may be lost.
+		if got, want := b.Stats().Admitted, oks.Load(); got != want {
+			t.Errorf("setters %v: Stats().Admitted = %d, want %d", withSetters, got, want)
+		}
 		end := max(vclock.Load(), lastAct.Load())
 		refill := 0.0
 		for i := range ats {

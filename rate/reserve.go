@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // Reservation is tokens taken from a bucket ahead of time: the caller may
@@ -50,24 +49,23 @@ func (r *Reservation) Cancel() {
 // whether it did. On success the caller must wait r.Delay() before acting,
 // or Cancel.
 func (b *Bucket) Reserve(n int, maxWait time.Duration) (r Reservation, ok bool) {
-	return b.reserveNanos(clock.Nanos(), n, maxWait)
+	return b.reserveNanos(live, n, maxWait)
 }
 
 // ReserveAt is Reserve at time now. It is the form for code that runs in
 // virtual time, such as a simulator.
 func (b *Bucket) ReserveAt(now time.Time, n int, maxWait time.Duration) (r Reservation, ok bool) {
-	return b.reserveNanos(clock.FromTime(now), n, maxWait)
+	return b.reserveNanos(at(now), n, maxWait)
 }
 
 func (b *Bucket) reserveNanos(now int64, n int, maxWait time.Duration) (Reservation, bool) {
-	d, taken, ok := b.takeNanos(now, n, max(maxWait, 0))
-	if !ok {
-		reason := b.reasonFor(n)
-		b.c.Reject(reason)
-		return Reservation{delay: d, reason: reason}, false
+	g := b.takeNanos(now, n, max(maxWait, 0), noDeadline, sluice.ReasonRate)
+	if !g.ok {
+		b.c.Reject(g.reason)
+		return Reservation{delay: g.wait, reason: g.reason}, false
 	}
-	b.c.Admit()
-	return Reservation{b: b, tokens: taken, delay: d}, true
+	b.countAdmit(g.s)
+	return Reservation{b: b, tokens: g.taken, delay: g.wait}, true
 }
 
 // Wait is WaitN(ctx, 1).
@@ -92,27 +90,20 @@ func (b *Bucket) wait(ctx context.Context, n int) (taken int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	now := clock.Nanos()
 	limit, why := time.Duration(math.MaxInt64), sluice.ReasonRate
 	if s, _ := b.load(); s.maxWait > 0 {
 		limit, why = s.maxWait, sluice.ReasonQueueTimeout
 	}
+	deadline := int64(noDeadline)
 	if dl, ok := ctx.Deadline(); ok {
-		// The tokens must be there strictly before the deadline: at the
-		// deadline itself the context is already done.
-		if rem := time.Duration(satSub(clock.FromTime(dl), now)) - 1; rem < limit {
-			limit, why = max(rem, 0), sluice.ReasonDeadline
-		}
+		deadline = at(dl)
 	}
-	d, taken, ok := b.takeNanos(now, n, limit)
-	if !ok {
-		reason := why
-		if d < 0 {
-			reason = b.reasonFor(n)
-		}
-		b.c.Reject(reason)
-		return 0, sluice.Reject(reason, max(d, 0))
+	g := b.takeNanos(live, n, limit, deadline, why)
+	if !g.ok {
+		b.c.Reject(g.reason)
+		return 0, sluice.Reject(g.reason, max(g.wait, 0))
 	}
+	d, taken, s := g.wait, g.taken, g.s
 	if d > 0 {
 		b.waiting.Add(1)
 		t := time.NewTimer(d)
@@ -125,8 +116,9 @@ func (b *Bucket) wait(ctx context.Context, n int) (taken int, err error) {
 			return 0, ctx.Err()
 		}
 		b.waiting.Add(-1)
+		s = nil // the state may be retired by now: count on the bucket
 	}
-	b.c.Admit()
+	b.countAdmit(s)
 	return taken, nil
 }
 
@@ -145,22 +137,27 @@ func (b *Bucket) Acquire(ctx context.Context) (sluice.Permit, error) {
 // sluice.ReasonRate rejection whose RetryAfter is the time until a token is
 // there (0 if one never will).
 func (b *Bucket) TryAcquire() (sluice.Permit, error) {
-	d, taken, ok := b.takeNanos(clock.Nanos(), 1, 0)
-	if !ok {
-		reason := b.reasonFor(1)
-		b.c.Reject(reason)
-		return sluice.Permit{}, sluice.Reject(reason, max(d, 0))
+	g := b.takeNanos(live, 1, 0, noDeadline, sluice.ReasonRate)
+	if !g.ok {
+		b.c.Reject(g.reason)
+		return sluice.Permit{}, sluice.Reject(g.reason, max(g.wait, 0))
 	}
-	b.c.Admit()
-	return sluice.NewPermit((*releaser)(b), uint64(taken)), nil
+	b.countAdmit(g.s)
+	return sluice.NewPermit((*releaser)(b), uint64(g.taken)), nil
 }
 
 // Stats reports the rate as Limit, the callers waiting in Wait as Queued,
 // and the admissions and rejections of every method.
 func (b *Bucket) Stats() sluice.Stats {
+	b.mu.Lock() // no state is being retired: its count is in one place
+	defer b.mu.Unlock()
 	s, _ := b.load()
 	st := sluice.Stats{Limit: s.rate, Queued: int(b.waiting.Load())}
 	b.c.Fill(&st)
+	st.Admitted += b.admittedOld.Load()
+	if s != &zeroState {
+		st.Admitted += s.admitted.Load()
+	}
 	return st
 }
 

@@ -3,10 +3,10 @@ package rate
 import (
 	"context"
 	"io"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // Reader shapes the bytes read through it to the rate of a Bucket, one
@@ -118,13 +118,13 @@ func chunk(b *Bucket, want int) (int, error) {
 // pay takes n tokens for bytes already moved: it waits however long that
 // takes (the bytes are gone, failing would not help), until ctx is done.
 func (b *Bucket) pay(ctx context.Context, n int) error {
-	d, _, ok := b.takeNanos(clock.Nanos(), n, time.Duration(1<<63-1))
-	if !ok {
-		reason := b.reasonFor(n)
-		b.c.Reject(reason)
-		return sluice.Reject(reason, 0)
+	g := b.takeNanos(live, n, time.Duration(math.MaxInt64), noDeadline, sluice.ReasonRate)
+	if !g.ok {
+		b.c.Reject(g.reason)
+		return sluice.Reject(g.reason, 0)
 	}
-	b.c.Admit()
+	b.countAdmit(g.s)
+	d := g.wait
 	if d <= 0 {
 		return nil
 	}
