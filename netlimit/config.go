@@ -1,0 +1,119 @@
+package netlimit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// ErrInvalidConfig is matched (errors.Is) by every error NewListener returns
+// for a bad Config; it wraps sluice.ErrInvalidConfig, and the message names
+// the field.
+var ErrInvalidConfig = fmt.Errorf("netlimit: %w", sluice.ErrInvalidConfig)
+
+// DefaultReject is the answer written to a rejected connection when
+// Config.Reject is nil: a complete HTTP/1.1 response that any HTTP client
+// reads as 429 and that tells it the connection is over.
+var DefaultReject = []byte("HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+
+// Defaults for the Config fields whose zero value means "default".
+const (
+	// DefaultRejectTimeout is net/http's own delay before it closes a
+	// connection it answered with an error (its rstAvoidanceDelay): long
+	// enough for the client to read the answer before the socket closes.
+	DefaultRejectTimeout = 500 * time.Millisecond
+	DefaultMaxPending    = 1024
+	DefaultRejecters     = 4
+	DefaultRejectQueue   = 128
+)
+
+// Config configures a Listener. Every field's zero value is a usable default.
+type Config struct {
+	// Limiter admits connections: a connection holds one of its permits
+	// from the moment Accept returns it until it is closed. Typically a
+	// *concurrency.Limiter, whose Limit is the number of connections
+	// served at once and whose MaxQueue, Discipline and MaxWait govern the
+	// connections that wait for one. Any sluice.Limiter works (a
+	// rate.Bucket, sluice.All of several). Default nil: no limit.
+	Limiter sluice.Limiter
+	// MaxPending caps the connections waiting in Limiter.Acquire at once
+	// (each waits in its own goroutine); a connection beyond it is
+	// rejected with sluice.ReasonQueueFull. Size the queue with the
+	// limiter's own MaxQueue; this is the backstop for limiters whose
+	// waits are bounded by time rather than count. Default
+	// DefaultMaxPending (1024); must not be negative.
+	MaxPending int
+
+	// AcceptRate, if not nil, limits the rate at which connections are
+	// taken from the inner listener. Default nil: no rate limit.
+	AcceptRate *rate.Bucket
+	// RejectOverRate makes a connection that finds no AcceptRate token
+	// rejected at once (sluice.ReasonRate). By default (false) the accept
+	// loop waits for the token, leaving later connections in the kernel's
+	// backlog, which is seed 004's queueing token bucket. A rejecting
+	// bucket wants a Burst of a few tokens: with Burst 1 the tokens that
+	// accrue between two arrivals are capped away, so 1000 arrivals/s
+	// evenly spaced against a 300/s bucket get 250/s through.
+	RejectOverRate bool
+
+	// Reject is written to every rejected connection before it is closed.
+	// Default (nil) DefaultReject, a bare HTTP 429. An empty non-nil slice
+	// writes nothing: the connection is just closed.
+	Reject []byte
+	// ServerSpeaksFirst makes a rejecter write Reject as soon as it takes
+	// the connection, for protocols where the server talks first (SMTP,
+	// FTP). By default (false: the client talks first, as in HTTP) it
+	// first waits for the client's first bytes, its request: an HTTP
+	// client treats a response that arrives before it has sent its
+	// request as a broken connection, not as a 429.
+	ServerSpeaksFirst bool
+	// RejectTimeout bounds the time spent on one rejected connection:
+	// waiting for the client's request, writing Reject, and then reading
+	// what the client still sends until it closes its side, so that
+	// closing does not reset the connection before the client has read
+	// the answer. Default DefaultRejectTimeout (500ms); must not be
+	// negative.
+	RejectTimeout time.Duration
+	// Rejecters is the number of goroutines that answer rejected
+	// connections. Default DefaultRejecters (4); must not be negative.
+	Rejecters int
+	// RejectQueue is the number of rejected connections that may wait for
+	// a rejecter; beyond it a rejected connection is closed with no
+	// answer (see Listener.Unanswered). Default DefaultRejectQueue (128);
+	// must not be negative.
+	RejectQueue int
+}
+
+// withDefaults validates c and fills in its defaults.
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.MaxPending < 0:
+		return c, fmt.Errorf("%w: MaxPending = %d, want 0 (default %d) or more", ErrInvalidConfig, c.MaxPending, DefaultMaxPending)
+	case c.RejectTimeout < 0:
+		return c, fmt.Errorf("%w: RejectTimeout = %v, want 0 (default %v) or more", ErrInvalidConfig, c.RejectTimeout, DefaultRejectTimeout)
+	case c.Rejecters < 0:
+		return c, fmt.Errorf("%w: Rejecters = %d, want 0 (default %d) or more", ErrInvalidConfig, c.Rejecters, DefaultRejecters)
+	case c.RejectQueue < 0:
+		return c, fmt.Errorf("%w: RejectQueue = %d, want 0 (default %d) or more", ErrInvalidConfig, c.RejectQueue, DefaultRejectQueue)
+	case c.RejectOverRate && c.AcceptRate == nil:
+		return c, fmt.Errorf("%w: RejectOverRate is set but AcceptRate is nil", ErrInvalidConfig)
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	if c.RejectTimeout == 0 {
+		c.RejectTimeout = DefaultRejectTimeout
+	}
+	if c.Rejecters == 0 {
+		c.Rejecters = DefaultRejecters
+	}
+	if c.RejectQueue == 0 {
+		c.RejectQueue = DefaultRejectQueue
+	}
+	if c.Reject == nil {
+		c.Reject = DefaultReject
+	}
+	return c, nil
+}
