@@ -11,7 +11,7 @@ import (
 
 const never = math.MaxInt64
 
-// request is one attempt. Requests live in a pool (engine.reqs) and are
+// request is one attempt. Requests live in a pool (engine.pool) and are
 // named by index, so a run allocates only while the pool grows to its peak.
 type request struct {
 	gen      uint32
@@ -40,7 +40,8 @@ type engine struct {
 	seq        uint64
 	tick       int64 // the interval width
 	nextChange int
-	reqs       []request
+	pool       [][]request // chunks of chunkSize: a *request stays valid as the pool grows
+	npool      int32
 	free       []int32
 
 	rngArr, rngSvc, rngRetry *rand.Rand
@@ -166,12 +167,12 @@ func (e *engine) run() {
 		e.now = ev.at
 		switch ev.kind {
 		case evArrival:
-			e.send(0)
+			e.send()
 			e.nextArrival()
 		case evBurst:
 			b := e.sc.Load.Bursts
 			for range b.Size {
-				e.send(0)
+				e.send()
 			}
 			if n := int(ev.id) + 1; n < b.Count {
 				if at := int64(b.At) + int64(n)*int64(b.Every); at < e.end {
@@ -192,7 +193,7 @@ func (e *engine) run() {
 			e.org.change(e, &e.sc.Origin.Changes[ev.id])
 			e.scheduleChange()
 		default:
-			if r := &e.reqs[ev.id]; r.gen == ev.gen {
+			if r := e.req(ev.id); r.gen == ev.gen {
 				e.fire(ev.kind, ev.id, r)
 			}
 		}
@@ -227,21 +228,30 @@ func (e *engine) nextArrival() {
 	e.schedule(int64(at), evArrival, 0, 0)
 }
 
+const chunkSize = 1024
+
+// req returns request id. Pointers to requests never move: the pool grows
+// by chunks, so code holding r across an alloc (a retry) stays correct.
+func (e *engine) req(id int32) *request { return &e.pool[id/chunkSize][id%chunkSize] }
+
 func (e *engine) alloc() (int32, *request) {
 	var id int32
 	if n := len(e.free); n > 0 {
 		id = e.free[n-1]
 		e.free = e.free[:n-1]
 	} else {
-		e.reqs = append(e.reqs, request{})
-		id = int32(len(e.reqs) - 1)
+		if int(e.npool)%chunkSize == 0 {
+			e.pool = append(e.pool, make([]request, chunkSize))
+		}
+		id = e.npool
+		e.npool++
 	}
-	r := &e.reqs[id]
+	r := e.req(id)
 	*r = request{gen: r.gen + 1}
 	return id, r
 }
 
-// release returns the slot once neither the client, the policy nor the
+// maybeFree returns the slot once neither the client, the policy nor the
 // origin holds the request.
 func (e *engine) maybeFree(id int32, r *request) {
 	if r.clientOK || r.waiting || r.holding || r.oqueued || r.answered {
@@ -252,17 +262,14 @@ func (e *engine) maybeFree(id int32, r *request) {
 }
 
 // send is a first attempt, due now.
-func (e *engine) send(attempt uint16) {
+func (e *engine) send() {
 	if e.clientCap > 0 && e.clientBusy >= e.clientCap {
 		e.m.inc(e.now, cUnsent)
 		return
 	}
 	e.clientBusy++
-	if attempt == 0 {
-		e.retryTokens = min(e.retryTokens+e.sc.Load.Retries.Budget, 10)
-	}
+	e.retryTokens = min(e.retryTokens+e.sc.Load.Retries.Budget, 10)
 	id, r := e.alloc()
-	r.attempt = attempt
 	e.start(id, r)
 }
 

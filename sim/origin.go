@@ -65,7 +65,7 @@ func (o *origin) complete(e *engine, id int32, r *request) {
 func (o *origin) startQueued(e *engine) {
 	for o.busy < o.workers && o.live > 0 {
 		q := o.pop()
-		r := &e.reqs[q.id]
+		r := e.req(q.id)
 		if r.gen != q.gen || !r.oqueued {
 			continue // a tombstone
 		}

@@ -97,7 +97,7 @@ func (t *tickerPolicy) waiting() int { return len(t.q) - t.qhead }
 // trim drops the waiters at the head that gave up.
 func (t *tickerPolicy) trim() {
 	for t.waiting() > 0 {
-		if r := &t.e.reqs[t.q[t.qhead]]; r.gen == t.qgen[t.qhead] && r.waiting {
+		if r := t.e.req(t.q[t.qhead]); r.gen == t.qgen[t.qhead] && r.waiting {
 			return
 		}
 		t.qhead++
@@ -108,7 +108,7 @@ func (t *tickerPolicy) grantOne() {
 	for t.waiting() > 0 {
 		id, gen := t.q[t.qhead], t.qgen[t.qhead]
 		t.qhead++
-		if r := &t.e.reqs[id]; r.gen == gen && r.waiting {
+		if r := t.e.req(id); r.gen == gen && r.waiting {
 			t.e.admit(id, r, 0)
 			return
 		}
@@ -151,7 +151,7 @@ func (t *tickerPolicy) expire(now int64) {
 	}
 	for t.waiting() > 0 {
 		id, gen := t.q[t.qhead], t.qgen[t.qhead]
-		r := &t.e.reqs[id]
+		r := t.e.req(id)
 		if r.gen == gen && r.waiting {
 			if r.sent+t.maxWait > now {
 				return
@@ -168,7 +168,7 @@ func (t *tickerPolicy) rearm(now int64) {
 	}
 	next := t.tickAt(t.ticks + 1)
 	if t.maxWait > 0 {
-		next = min(next, t.e.reqs[t.q[t.qhead]].sent+t.maxWait)
+		next = min(next, t.e.req(t.q[t.qhead]).sent+t.maxWait)
 	}
 	t.e.wake(max(next, now))
 }
@@ -185,7 +185,7 @@ func (t *tickerPolicy) limit() float64                                        { 
 func (t *tickerPolicy) queued() int {
 	n := 0
 	for i := t.qhead; i < len(t.q); i++ {
-		if r := &t.e.reqs[t.q[i]]; r.gen == t.qgen[i] && r.waiting {
+		if r := t.e.req(t.q[i]); r.gen == t.qgen[i] && r.waiting {
 			n++
 		}
 	}

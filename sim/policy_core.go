@@ -110,7 +110,7 @@ func (p *corePolicy) handle(evs []concurrency.Event) {
 			continue
 		}
 		delete(p.waiters, ev.Waiter)
-		r := &p.e.reqs[id]
+		r := p.e.req(id)
 		if ev.Admitted {
 			p.e.admit(id, r, ev.Token)
 		} else {
