@@ -43,7 +43,7 @@ type BucketsConfig struct {
 // and one compare-and-swap, and does not allocate.
 //
 // Every key has the same rate and burst, so a key is only the time its
-// bucket was empty: one word, beside the key itself (see the package doc for
+// bucket was empty: one word, beside the key's hash (see the package doc for
 // the bytes per key). A key whose bucket has refilled is indistinguishable
 // from a new key, so evicting it (lazily, once it has been full for
 // IdleTimeout) never hands anyone a free burst. When MaxKeys keys are live
@@ -121,12 +121,11 @@ type where = uint64
 // reports that key did not fit and nothing was taken: the caller goes to
 // the overflow bucket.
 func (b *Buckets) takeKey(key string, now, maxWait int64) (wait int64, w where, ok, of bool, s *shard[struct{}]) {
-	key = b.t.stored(key)
 	h := b.t.hash(key)
 	s = b.t.shardOf(h)
 	w = h &^ math.MaxUint32
 	s.mu.RLock()
-	if i, found := s.index[key]; found {
+	if i := s.find(h); i >= 0 {
 		p := &s.at(i).last
 		for {
 			e := atomic.LoadInt64(p)
@@ -141,7 +140,7 @@ func (b *Buckets) takeKey(key string, now, maxWait int64) (wait int64, w where, 
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, found := s.index[key]; found { // inserted meanwhile
+	if i := s.find(h); i >= 0 { // inserted meanwhile
 		e := s.at(i)
 		var ne int64
 		ne, wait, ok = b.take(e.last, now, maxWait)
@@ -152,25 +151,24 @@ func (b *Buckets) takeKey(key string, now, maxWait int64) (wait int64, w where, 
 		return 0, 0, false, true, s
 	}
 	ne, wait, ok := b.take(now-b.tau, now, maxWait) // a new key's bucket is full
-	w |= where(s.n)
-	s.add(cloneString(key), struct{}{}, ne)
+	w |= where(s.add(h, struct{}{}, ne))
 	return wait, w, ok, false, s
 }
 
 // give returns the token of a permit, if its key is still in the slot the
-// permit recorded. A key moved by an eviction in between keeps one token
-// less, never more.
+// permit recorded. A key moved in between (by an eviction shifting its
+// neighbours, or its shard resizing) keeps one token less, never more.
 func (b *Buckets) give(w where) {
 	s := b.t.shardOf(w)
-	i := int32(uint32(w))
+	i := int(uint32(w))
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if i >= s.n {
+	if i >= len(s.slots) {
 		return
 	}
-	e := s.at(i)
-	if b.t.hash(e.key)&^math.MaxUint32 != w&^math.MaxUint32 {
-		return
+	e := &s.slots[i]
+	if e.h&^math.MaxUint32 != w&^math.MaxUint32 {
+		return // not the key the permit was for (or no key at all)
 	}
 	atomic.AddInt64(&e.last, -b.interval)
 }
@@ -282,11 +280,11 @@ func (b *Buckets) TokensAt(key string, now time.Time) float64 {
 }
 
 func (b *Buckets) tokensNanos(key string, now int64) float64 {
-	key = b.t.stored(key)
-	s := b.t.shardOf(b.t.hash(key))
+	h := b.t.hash(key)
+	s := b.t.shardOf(h)
 	e := now - b.tau // a key not stored has a full bucket
 	s.mu.RLock()
-	if i, ok := s.index[key]; ok {
+	if i := s.find(h); i >= 0 {
 		e = max(e, atomic.LoadInt64(&s.at(i).last))
 	}
 	s.mu.RUnlock()

@@ -66,15 +66,10 @@ func (m *Map[L]) GetAt(key string, now time.Time) (L, error) {
 }
 
 func (m *Map[L]) get(key string, now int64) (L, *shard[L], error) {
-	sk := m.t.stored(key)
-	var s *shard[L]
-	if len(m.t.shards) == 1 {
-		s = &m.t.shards[0] // no need to hash
-	} else {
-		s = m.t.shardOf(m.t.hash(sk))
-	}
+	h := m.t.hash(key)
+	s := m.t.shardOf(h)
 	s.mu.RLock()
-	if i, ok := s.index[sk]; ok {
+	if i := s.find(h); i >= 0 {
 		e := s.at(i)
 		touch(&e.last, now, m.gran)
 		l := e.v
@@ -82,7 +77,7 @@ func (m *Map[L]) get(key string, now int64) (L, *shard[L], error) {
 		return l, s, nil
 	}
 	s.mu.RUnlock()
-	l, err := m.insert(s, key, sk, now)
+	l, err := m.insert(s, h, key, now)
 	return l, s, err
 }
 
@@ -95,12 +90,12 @@ func touch(p *int64, now, gran int64) {
 	}
 }
 
-// insert is the slow path of get: key, stored as sk, was not found under the
-// read lock.
-func (m *Map[L]) insert(s *shard[L], key, sk string, now int64) (L, error) {
+// insert is the slow path of get: key (hash h) was not found under the read
+// lock.
+func (m *Map[L]) insert(s *shard[L], h uint64, key string, now int64) (L, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, ok := s.index[sk]; ok { // another caller inserted it meanwhile
+	if i := s.find(h); i >= 0 { // another caller inserted it meanwhile
 		e := s.at(i)
 		e.last = max(e.last, now)
 		return e.v, nil
@@ -114,13 +109,9 @@ func (m *Map[L]) insert(s *shard[L], key, sk string, now int64) (L, error) {
 		var zero L
 		return zero, fmt.Errorf("keyed: Config.New(%.64q): %w", key, err)
 	}
-	// The Map keeps the key: clone it so that it does not pin a larger
-	// buffer the caller sliced it from (a request header, a read buffer).
-	s.add(cloneString(sk), l, now)
+	s.add(h, l, now)
 	return l, nil
 }
-
-func cloneString(s string) string { return string(append([]byte(nil), s...)) }
 
 // Acquire acquires from key's limiter (see Get): it waits as that limiter
 // does, and returns its permit or its error.

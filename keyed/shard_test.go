@@ -6,49 +6,60 @@ import (
 	"testing"
 )
 
-// The slot array, the index and the chunks stay consistent through random
-// insertions and sweeps, including chunk release and regrowth.
+// The open-addressing table stays consistent through random insertions and
+// sweeps, across growth and shrinking: every key is found in its slot, the
+// count is right, the load stays within bounds, and the sweep evicts only
+// idle keys.
 func TestShardConsistency(t *testing.T) {
 	var tb table[struct{}]
-	tb.init(64, 10, nil) // one shard, chunks of 64
+	tb.init(4096, 10, nil)
 	s := &tb.shards[0]
-	s.chunk = 8 // small chunks, to exercise their release and regrowth
 	rng := rand.New(rand.NewPCG(3, 4))
 	now := int64(0)
-	for step := range 20_000 {
+	for step := range 30_000 {
 		now += int64(rng.IntN(3))
+		phase := step / 5000 % 2 // alternate filling and draining phases
 		switch {
-		case rng.IntN(3) > 0 && s.n < 64:
-			k := strconv.Itoa(rng.IntN(200))
-			if _, ok := s.index[k]; !ok {
-				s.add(k, struct{}{}, now)
+		case rng.IntN(4) > phase*3:
+			h := tb.hash(strconv.Itoa(rng.IntN(2000)))
+			if s.find(h) < 0 {
+				if i := s.add(h, struct{}{}, now); s.find(h) != i {
+					t.Fatalf("step %d: added %x at %d, found at %d", step, h, i, s.find(h))
+				}
 			}
 		default:
-			last := map[string]int64{}
-			for i := range s.n {
-				last[s.at(i).key] = s.at(i).last
+			last := map[uint64]int64{}
+			for i := range s.slots {
+				if e := &s.slots[i]; e.h != 0 {
+					last[e.h] = e.last
+				}
 			}
 			s.sweep(now, tb.idle, rng.IntN(fullSweepStep), nil)
-			for k, l := range last {
-				if _, ok := s.index[k]; !ok && now-l < tb.idle {
-					t.Fatalf("step %d: %q evicted after %d idle, want >= %d", step, k, now-l, tb.idle)
+			for h, l := range last {
+				if s.find(h) < 0 && now-l < tb.idle {
+					t.Fatalf("step %d: %x evicted after %d idle, want >= %d", step, h, now-l, tb.idle)
 				}
 			}
 		}
-		if len(s.index) != int(s.n) {
-			t.Fatalf("step %d: index has %d keys, n = %d", step, len(s.index), s.n)
-		}
-		if need := (int(s.n) + int(s.chunk) - 1) / int(s.chunk); len(s.chunks) < need || len(s.chunks) > need+1 {
-			t.Fatalf("step %d: %d chunks for %d slots of %d", step, len(s.chunks), s.n, s.chunk)
-		}
-		for i := range s.n {
-			e := s.at(i)
-			if j, ok := s.index[e.key]; !ok || j != i {
-				t.Fatalf("step %d: slot %d holds %q, index says %d, %v", step, i, e.key, j, ok)
+		live := 0
+		for i := range s.slots {
+			e := &s.slots[i]
+			if e.h == 0 {
+				continue
+			}
+			live++
+			if j := s.find(e.h); j != int32(i) {
+				t.Fatalf("step %d: %x in slot %d, found at %d", step, e.h, i, j)
 			}
 		}
+		if live != int(s.n) {
+			t.Fatalf("step %d: %d keys in slots, n = %d", step, live, s.n)
+		}
+		if 4*live > 3*len(s.slots) || (len(s.slots) > minSlots && 8*live < len(s.slots)) {
+			t.Fatalf("step %d: %d keys in %d slots", step, live, len(s.slots))
+		}
 	}
-	if s.created.Load()-s.evicted.Load() != uint64(s.n) {
+	if s.created.Load()-s.evicted.Load() != uint64(s.n) || s.evicted.Load() == 0 {
 		t.Fatalf("created %d - evicted %d != %d live", s.created.Load(), s.evicted.Load(), s.n)
 	}
 }

@@ -1,7 +1,6 @@
 package keyed
 
 import (
-	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
 	"sync/atomic"
@@ -13,8 +12,7 @@ import (
 // sweep policy and the counters.
 type table[V any] struct {
 	seed    maphash.Seed
-	seed2   maphash.Seed // with seed, the digest of long keys
-	shift   uint         // 64 - log2(len(shards))
+	shift   uint // 64 - log2(len(shards))
 	shards  []shard[V]
 	live    atomic.Int64
 	maxKeys int64
@@ -24,48 +22,43 @@ type table[V any] struct {
 
 func (t *table[V]) init(maxKeys int, idle int64, busy func(V) bool) {
 	n := shardCount(maxKeys)
-	t.seed, t.seed2 = maphash.MakeSeed(), maphash.MakeSeed()
+	t.seed = maphash.MakeSeed()
 	t.shift = uint(64 - bits.TrailingZeros(uint(n)))
 	t.shards = make([]shard[V], n)
 	t.maxKeys = int64(maxKeys)
 	t.idle = idle
 	t.busy = busy
-	for i := range t.shards {
-		t.shards[i].init(maxKeys / n)
-	}
 }
 
 // shardCount picks a power of two giving each shard room for at least 64
-// keys, at most 64 shards: enough to keep parallel lookups on different
-// locks, few enough that a small Map stays small.
+// keys, and at least 64 shards when that allows: enough to keep parallel
+// lookups on different locks, few enough that a small Map stays small. Past
+// 64 shards, more shards keep each at most 4,096 keys (up to 1,024 shards),
+// because growing a shard rehashes it under its lock.
 func shardCount(maxKeys int) int {
 	n := 1
 	for n < 64 && maxKeys/(2*n) >= 64 {
 		n *= 2
 	}
+	for n < 1024 && maxKeys/n > 4096 {
+		n *= 2
+	}
 	return n
 }
 
-func (t *table[V]) hash(key string) uint64 { return maphash.String(t.seed, key) }
-
-// MaxKeyLen is the longest key kept as it is. A longer key is kept as a
-// 128-bit digest of it under secret per-table seeds, so that a live key costs
-// a bounded number of bytes however long the keys a client sends (a header
-// value may be a megabyte). Two long keys share a limiter only if their
-// digests collide, which a client cannot arrange without the seeds.
-const MaxKeyLen = 64
-
-// stored returns the form in which the table keeps key. Long keys cost an
-// allocation per lookup; keys up to MaxKeyLen cost nothing.
-func (t *table[V]) stored(key string) string {
-	if len(key) <= MaxKeyLen {
-		return key
+// hash is the identity of key in the table: keys are kept as their 64-bit
+// hash under a secret per-table seed, not as their bytes. So a key costs the
+// same few bytes however long it is (a header value may be a megabyte), a
+// lookup compares one word instead of chasing the key's bytes, and an
+// insertion allocates nothing for the key. Two keys share a limiter only if
+// their hashes collide: among n live keys that happens with probability
+// about n²/2^65 (one in eight billion for 65,536 keys), and a client cannot
+// aim for it without the seed.
+func (t *table[V]) hash(key string) uint64 {
+	if h := maphash.String(t.seed, key); h != 0 {
+		return h
 	}
-	var d [17]byte
-	d[0] = 0xff // not valid UTF-8: unlike the short keys of real clients
-	binary.LittleEndian.PutUint64(d[1:], maphash.String(t.seed, key))
-	binary.LittleEndian.PutUint64(d[9:], maphash.String(t.seed2, key))
-	return string(d[:])
+	return 1 // 0 marks an empty slot
 }
 
 // shardOf picks the shard from the hash's top bits (Buckets uses the low
