@@ -157,7 +157,9 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 }
 
 // mapping sets the fields of struct v from mapping node n. Keys are the
-// fields' yaml tags; an unknown or repeated key is an error.
+// fields' yaml tags; an unknown or repeated key is an error. YAML merge
+// keys ("<<: *anchor") bring in an anchored mapping's keys; keys written
+// next to them win, as YAML specifies.
 func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "want a mapping of keys, got %s", describe(n))
@@ -167,25 +169,70 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 	for _, f := range structFields(v) {
 		fields[f.name] = f.v
 	}
-	seen := map[string]bool{}
+	explicit := map[string]bool{}
+	var merged []*yaml.Node // key, value pairs from merge keys
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		kp := k.Value
-		if path != "" {
-			kp = path + "." + k.Value
+		if k.Tag == "!!merge" {
+			merged = append(merged, d.mergePairs(val, path)...)
+			continue
 		}
+		kp := join(path, k.Value)
 		f, ok := fields[k.Value]
 		switch {
 		case !ok:
 			d.errorf(k, kp, "unknown key (known here: %s)", known(fields))
-		case seen[k.Value]:
+		case explicit[k.Value]:
 			d.errorf(k, kp, "key given twice")
 		default:
-			seen[k.Value] = true
+			explicit[k.Value] = true
 			d.lines[kp] = k.Line
 			d.decode(val, kp, f)
 		}
 	}
+	set := map[string]bool{}
+	for i := 0; i+1 < len(merged); i += 2 {
+		k, val := merged[i], merged[i+1]
+		if explicit[k.Value] || set[k.Value] {
+			continue // an explicit key, or an earlier merge, wins
+		}
+		kp := join(path, k.Value)
+		f, ok := fields[k.Value]
+		if !ok {
+			d.errorf(k, kp, "unknown key (known here: %s; merged from line %d)", known(fields), k.Line)
+			continue
+		}
+		set[k.Value] = true
+		d.lines[kp] = k.Line
+		d.decode(val, kp, f)
+	}
+}
+
+// mergePairs returns the key, value pairs a merge key's value brings: an
+// anchored mapping, or a list of them (earlier ones win).
+func (d *decoder) mergePairs(val *yaml.Node, path string) []*yaml.Node {
+	for val.Kind == yaml.AliasNode && val.Alias != nil {
+		val = val.Alias
+	}
+	switch val.Kind {
+	case yaml.MappingNode:
+		return val.Content
+	case yaml.SequenceNode:
+		var out []*yaml.Node
+		for _, e := range val.Content {
+			out = append(out, d.mergePairs(e, path)...)
+		}
+		return out
+	}
+	d.errorf(val, join(path, "<<"), "a merge key takes a mapping or a list of them, got %s", describe(val))
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // field is one key of a mapping and the struct field it sets.

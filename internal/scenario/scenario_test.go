@@ -88,6 +88,38 @@ func TestParseAlias(t *testing.T) {
 	}
 }
 
+func TestParseMergeKeys(t *testing.T) {
+	src := `duration: 10s
+origin: {workers: 2, service: {kind: constant, mean: 1s}}
+load: {rate: 1}
+policies:
+  - &limit50 {name: a, kind: concurrency, limit: 50, queue: 10}
+  - {<<: *limit50, name: b, queue: 20}
+`
+	f, err := Parse("m.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sim.Policy{
+		{Name: "a", Kind: sim.Concurrency, Limit: 50, Queue: 10},
+		{Name: "b", Kind: sim.Concurrency, Limit: 50, Queue: 20}, // explicit keys win
+	}
+	if !reflect.DeepEqual(f.Policies, want) {
+		t.Errorf("got  %+v\nwant %+v", f.Policies, want)
+	}
+
+	bad := strings.Replace(src, "<<: *limit50", "<<: 5", 1)
+	_, err = Parse("m.yaml", []byte(bad))
+	if err == nil || !strings.HasPrefix(err.Error(), "m.yaml:6: policies[1].<<: a merge key takes a mapping") {
+		t.Errorf("bad merge: %v", err)
+	}
+	bad = strings.Replace(src, "queue: 10}", "queue: 10, qeue: 1}", 1)
+	_, err = Parse("m.yaml", []byte(bad))
+	if err == nil || !strings.HasPrefix(err.Error(), "m.yaml:5: policies[0].qeue: unknown key") {
+		t.Errorf("unknown key in an anchor: %v", err)
+	}
+}
+
 // TestParseBad: every invalid file is an error that names the file, the line
 // and the field, matches ErrInvalid, and returns no scenario (nothing runs).
 func TestParseBad(t *testing.T) {
