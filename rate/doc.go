@@ -7,22 +7,24 @@
 // event takes one token (or n, for weighted events: bytes, costs); when the
 // bucket has too few, the event is rejected or waits. Over any interval of
 // length t a bucket admits at most Rate·t + Burst tokens. A new bucket is
-// full. A Bucket is safe for concurrent use; Allow is lock-free, takes about
-// one clock read and one compare-and-swap, and does not allocate.
+// full. A Bucket is safe for concurrent use.
 //
-// The zero Bucket admits nothing until SetRate and SetBurst configure it;
-// use NewBucket.
+// The zero Bucket admits nothing (rate 0, burst 0) until SetRate and
+// SetBurst configure it, and then starts empty; use NewBucket.
 //
 // # Which method when
 //
-//   - Allow / AllowN: decide now, never wait (drop or 429 on false).
+//   - Allow / AllowN: decide now, never wait (drop, or answer 429, on false).
 //   - Wait / WaitN: wait for tokens, within ctx's deadline and
 //     Config.MaxWait. A request whose tokens would come too late fails at
 //     once, taking nothing: the failure costs microseconds, not the timeout.
+//     Cancelling ctx while waiting gives the tokens back.
 //   - Reserve: take tokens now, act after Reservation.Delay; Cancel gives
 //     them back if the work does not run.
 //   - Acquire / TryAcquire / Stats: the sluice.Limiter contract, so a Bucket
-//     composes with other limiters (sluice.All) and plugs into middleware.
+//     composes with other limiters (sluice.All cancels the bucket's permit,
+//     refunding the token, when a later limiter says no) and plugs into the
+//     middleware.
 //   - NewReader / NewWriter: shape a stream to Rate bytes per second.
 //   - AllowAt, ReserveAt, TokensAt, SetRateAt, SetBurstAt: the same
 //     decisions at an explicit time, for simulators and tests.
@@ -30,6 +32,19 @@
 // Limits change at run time with SetRate, SetBurst and SetMaxWait, safely
 // under concurrent use: the tokens in the bucket (and the debt of waiting
 // reservations) carry over and refill at the new rate from then on.
+//
+// # How it works
+//
+// The state is one int64, the time E at which the bucket was empty
+// (GCRA, the "theoretical arrival time" form): tokens(now) =
+// min(Burst, (now−E)·Rate). Taking n tokens moves E forward by n/Rate, with
+// one compare-and-swap; no lock, no allocation, one read of the monotonic
+// clock. A reservation that must wait leaves E in the future, a debt later
+// callers see as fewer tokens. The config lives with that word in an
+// immutable object behind an atomic pointer. A setter retires the object
+// (its word becomes a sentinel that fails every in-flight CAS, which then
+// reloads) and publishes a new one with the tokens carried over, so an
+// admission never mixes an old config with new state.
 //
 // # Edge cases
 //
@@ -46,16 +61,17 @@
 //	                   give them the latest time (SetRate reads the clock).
 //	huge rates         time is kept in fixed point down to 2^-30 ns, so an
 //	                   interval below a nanosecond keeps 16 bits of
-//	                   precision up to ~1.6e13 tokens/s, and still ~0.1% at
+//	                   precision up to ~1.6e13 tokens/s, and still 0.03% at
 //	                   1e15/s; above ~1e18/s the bucket admits at most
-//	                   ~1.07e18 tokens per second.
+//	                   ~1.07e18 tokens per second. It never jams open.
 //	tiny rates         if refilling the whole bucket would take more than
 //	                   2^60 ns (36 years), the bucket does not refill at
 //	                   all (as with Rate 0). No arithmetic overflows: every
-//	                   sum saturates, so nothing jams open.
+//	                   sum saturates.
 //	far-away times     explicit times within ±292 years of the process
 //	                   start work; the internal time base moves as needed.
 //
 // Precision: the interval between tokens keeps at least 16 significant
-// bits, so the rate is exact to 2^-17 (8 ppm) for any rate up to ~1.6e13/s.
+// bits, so the rate is exact to 2^-17 (8 ppm) for any rate up to ~1.6e13/s
+// and any Burst up to ~8e12 (a larger Burst leaves fewer bits).
 package rate
