@@ -23,8 +23,8 @@ func TestConcurrentBound(t *testing.T) {
 		name  string
 		rate  float64 // per virtual second
 		burst int
-		unit  int     // n is 1, 2 or 3 times unit
-		step  int64   // virtual ns per op
+		unit  int   // n is 1, 2 or 3 times unit
+		step  int64 // virtual ns per op
 	}{
 		// Demand (2 tokens an op) is 8 times the supply (1/4 token an op).
 		{"rate=1000", 1000, 20, 1, int64(time.Second / 1000 / 4)},
