@@ -106,14 +106,14 @@ func TestAcceptanceSeed003Slowdown(t *testing.T) {
 	target := 0.95 * newCap
 	tc, ok := converged(adapt.Series, change, change+30*time.Second, target)
 	if !ok {
-		t.Errorf("adaptive: goodput never reached %.2f rps (10 s average) within 30 s of the slowdown", target)
+		t.Errorf("adaptive: goodput never reached %.3f rps (10 s average) within 30 s of the slowdown", target)
 		tc = change + 30*time.Second
 	}
 	g := window(adapt.Series, tc, tc+60*time.Second)
 	t.Logf("adaptive: converged at t = %v (%v after the change); goodput over the next 60 s %.2f rps = %.1f%% of %.1f",
 		tc, tc-change, g, 100*g/newCap, newCap)
 	if g < target {
-		t.Errorf("adaptive: goodput %.2f rps over the 60 s after convergence, want >= %.2f (95%% of %.1f)", g, target, newCap)
+		t.Errorf("adaptive: goodput %.2f rps over the 60 s after convergence, want >= %.3f (95%% of %.1f)", g, target, newCap)
 	}
 }
 
