@@ -86,8 +86,11 @@ func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
 			for i := len(ps) - 1; i >= 0; i-- {
 				ps[i].Cancel()
 			}
-			if r := ReasonOf(err); r != ReasonUnknown {
-				a.rejected[r].Add(1) // a cancelled wait is not a rejection
+			// A cancelled wait is not a rejection; a reason beyond
+			// NumReasons (a foreign Limiter's) must not index past the
+			// array.
+			if r := ReasonOf(err); r != ReasonUnknown && int(r) < len(a.rejected) {
+				a.rejected[r].Add(1)
 			}
 			return Permit{}, err
 		}

@@ -231,6 +231,26 @@ func TestAllManyPartsRefund(t *testing.T) {
 	}
 }
 
+// rejecter is a foreign Limiter whose rejections carry a reason this
+// version of sluice does not know.
+type rejecter struct{ reason sluice.Reason }
+
+func (r rejecter) Acquire(context.Context) (sluice.Permit, error) { return r.TryAcquire() }
+func (r rejecter) TryAcquire() (sluice.Permit, error) {
+	return sluice.Permit{}, sluice.Reject(r.reason, 0)
+}
+func (r rejecter) Stats() sluice.Stats { return sluice.Stats{} }
+
+func TestAllUnknownReasonDoesNotPanic(t *testing.T) {
+	l := sluice.All(rejecter{sluice.NumReasons + 3})
+	if _, err := l.TryAcquire(); !errors.Is(err, sluice.ErrRejected) {
+		t.Fatalf("err = %v, want a rejection", err)
+	}
+	if st := l.Stats(); st.Admitted != 0 || st.InFlight != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
 func TestAllOfNothingAdmits(t *testing.T) {
 	p, err := sluice.All().TryAcquire()
 	if err != nil {
