@@ -79,6 +79,9 @@ func Plot(w io.Writer, format string, r *Report) error {
 	case "svg":
 		c := vgsvg.New(plotWidth, plotHeight)
 		canvas, dc = c, draw.New(c)
+		// SVG is transparent by default: black text vanishes on a dark
+		// viewer.
+		dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: plotWidth, Y: 0}, {X: plotWidth, Y: plotHeight}, {X: 0, Y: plotHeight}})
 	case "png":
 		c := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI),
 			vgimg.UseBackgroundColor(color.White))

@@ -215,7 +215,7 @@ func TestPlotSVG(t *testing.T) {
 	if !strings.HasPrefix(out, "<?xml") || !strings.Contains(out, "<svg") || !strings.HasSuffix(strings.TrimSpace(out), "</svg>") {
 		t.Errorf("not an SVG document: %.200s", out)
 	}
-	for _, want := range []string{"static-5", "goodput", "limit"} {
+	for _, want := range []string{"static-5", "goodput", "limit", `style="fill:#FFFFFF"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("SVG lacks the text %q", want)
 		}
