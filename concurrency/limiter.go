@@ -41,9 +41,9 @@ type Limiter struct {
 	// meanSvc is the Core's service-time estimate while the fast path is
 	// open (see releaseFast); ns.
 	meanSvc atomic.Int64
-	// fastRelease reports that a release may skip the Core when nobody is
+	// noAlgorithm reports that a release may skip the Core when nobody is
 	// queued: there is no Algorithm to feed.
-	fastRelease bool
+	noAlgorithm bool
 	// timed is core.timed(): decisions read the clock.
 	timed bool
 	// maxQueue is Config.MaxQueue; evicts reports that a full queue may
@@ -72,7 +72,7 @@ func New(cfg Config) (*Limiter, error) {
 	if err := l.core.init(cfg); err != nil {
 		return nil, err
 	}
-	l.fastRelease = l.core.cfg.Algorithm == nil
+	l.noAlgorithm = l.core.cfg.Algorithm == nil
 	l.maxQueue = int64(l.core.cfg.MaxQueue)
 	l.evicts = l.core.cfg.Discipline == LIFO || l.core.cfg.Discipline == AdaptiveLIFO
 	l.timed = l.core.timed()
@@ -98,6 +98,9 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 		default:
 		}
 	}
+	if s := l.hot.state.Load(); fastAdmit(s) && l.hot.state.CompareAndSwap(s, s+1+countOne) {
+		return sluice.NewPermit((*releaser)(l), s&inFlightMask+1), nil
+	}
 	if t, ok := l.tryFast(); ok {
 		return sluice.NewPermit((*releaser)(l), t), nil
 	}
@@ -111,6 +114,9 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 // jumps the queue), and otherwise rejects with sluice.ReasonLimit. It never
 // waits.
 func (l *Limiter) TryAcquire() (sluice.Permit, error) {
+	if s := l.hot.state.Load(); fastAdmit(s) && l.hot.state.CompareAndSwap(s, s+1+countOne) {
+		return sluice.NewPermit((*releaser)(l), s&inFlightMask+1), nil
+	}
 	if t, ok := l.tryFast(); ok {
 		return sluice.NewPermit((*releaser)(l), t), nil
 	}
@@ -130,8 +136,13 @@ func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 // Release implements sluice.Releaser for the Limiter's permits.
 func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration) {
 	l := (*Limiter)(r)
-	if (l.fastRelease || o == sluice.Ignore || o == sluice.Canceled) && l.releaseFast(o, latency) {
-		return
+	if l.noAlgorithm || o == sluice.Ignore || o == sluice.Canceled {
+		if s := l.hot.state.Load(); fastRelease(s) && l.hot.state.CompareAndSwap(s, s-1) {
+			return
+		}
+		if l.releaseFast(o, latency) {
+			return
+		}
 	}
 	var now int64
 	if l.timed {

@@ -50,8 +50,18 @@ type hot struct {
 	_     [56]byte
 }
 
+// fastAdmit reports whether state word s lets the fast path admit with a
+// plain CAS to s+1+countOne: open, a permit free, and the count not due
+// for a flush. Acquire and TryAcquire make that one attempt inline and
+// fall back to tryFast.
+func fastAdmit(s uint64) bool {
+	return s&slowBit == 0 && s&inFlightMask < s>>limitShift&limitMask && s>>countShift&countMask < flushAt-1
+}
+
 // tryFast admits into a free permit while the fast path is open, and
-// returns the permit's token (permits in flight, this one included).
+// returns the permit's token (permits in flight, this one included). The
+// admission that brings the count to flushAt moves flushAt admissions to
+// Limiter.flushed.
 func (l *Limiter) tryFast() (uint64, bool) {
 	for {
 		s := l.hot.state.Load()
@@ -77,13 +87,17 @@ func (l *Limiter) tryFast() (uint64, bool) {
 	}
 }
 
-// releaseFast gives a permit back while the fast path is open, and reports
-// whether it did.
-//
-// One release in 64 (by the admission count) also feeds its latency to the
+// fastRelease reports whether state word s lets a release be a plain CAS
+// to s-1 with no latency sample: the fast path is open and this is not
+// one release in 64 (by the admission count), whose latency feeds the
 // service-time estimate that deadline-aware admission needs once a queue
-// forms; sampling keeps the common release at one CAS. The load and store
-// may lose a concurrent sample, which an average can afford.
+// forms. Release makes that one attempt inline and falls back to
+// releaseFast.
+func fastRelease(s uint64) bool { return s&slowBit == 0 && s>>countShift&63 != 0 }
+
+// releaseFast gives a permit back while the fast path is open, and reports
+// whether it did; it takes the latency samples (a load and a store that may
+// lose a concurrent sample, which an average can afford).
 func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	for {
 		s := l.hot.state.Load()
