@@ -127,3 +127,46 @@ func ExampleNewWriter() {
 	fmt.Fprintln(w, "written at most 1 MiB/s")
 	// Output: written at most 1 MiB/s
 }
+
+// A writer whose next chunk cannot be paid for before the deadline stops at
+// once, reporting what it wrote.
+func ExampleNewWriterContext() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 10, Burst: 4}) // 10 B/s, chunks of 4
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var sb strings.Builder
+	n, err := rate.NewWriterContext(ctx, &sb, b).Write([]byte("0123456789"))
+	fmt.Println(n, sb.String(), errors.Is(err, sluice.ErrDeadline))
+	// Output: 4 0123 true
+}
+
+func ExampleNewReaderContext() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 10, Burst: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := rate.NewReaderContext(ctx, strings.NewReader("0123456789"), b)
+	p := make([]byte, 10)
+	n, err := r.Read(p)
+	fmt.Println(n, string(p[:n]), err)
+	cancel()
+	n, err = r.Read(p)
+	fmt.Println(n, err)
+	// Output:
+	// 4 0123 <nil>
+	// 0 context canceled
+}
+
+// With sluice.All, a token the bucket granted goes back when a later
+// limiter rejects.
+func ExampleBucket_Acquire() {
+	perClient, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+	closed, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 0}) // admits nothing
+	_, err := sluice.All(perClient, closed).Acquire(context.Background())
+	fmt.Println(sluice.ReasonOf(err), perClient.Tokens() == 1)
+
+	p, err := perClient.Acquire(context.Background())
+	fmt.Println(err, perClient.Tokens() < 1)
+	p.Release(sluice.Success, 10*time.Millisecond) // a rate token is spent: nothing to give back
+	// Output:
+	// too_large true
+	// <nil> true
+}
