@@ -40,3 +40,32 @@ func ExampleCore() {
 	// next expiry: 100ms
 	// at 100ms: third shed
 }
+
+// A simulated caller that gives up leaves the queue at once; a grown limit
+// admits waiters at once.
+func ExampleCore_Remove() {
+	c, _ := concurrency.NewCore(concurrency.Config{Limit: 1, MaxQueue: 1})
+	t0 := time.Unix(0, 0)
+	c.Arrive(t0, time.Time{})
+	a, _ := c.Arrive(t0, time.Time{})
+	b, _ := c.Arrive(t0, time.Time{})
+	fmt.Println("b:", b.Reason)
+	fmt.Println("a removed:", c.Remove(a.Waiter))
+	b, _ = c.Arrive(t0, time.Time{})
+	evs := c.SetLimit(t0, 2)
+	fmt.Println("b admitted by SetLimit:", len(evs) == 1 && evs[0].Waiter == b.Waiter && evs[0].Admitted)
+	// Output:
+	// b: queue_full
+	// a removed: true
+	// b admitted by SetLimit: true
+}
+
+func ExampleParseDiscipline() {
+	d, err := concurrency.ParseDiscipline("adaptive_lifo")
+	fmt.Println(d == concurrency.AdaptiveLIFO, err)
+	_, err = concurrency.ParseDiscipline("random")
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// concurrency: invalid config: unknown discipline "random" (want fifo, lifo, codel or adaptive_lifo)
+}
