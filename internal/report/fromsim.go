@@ -47,6 +47,7 @@ func summary(pr *sim.PolicyResult, window float64, within time.Duration) Summary
 		Sent:           ss.Sent,
 		Unsent:         ss.Unsent,
 		Successes:      ss.Successes,
+		Failed:         ss.Failed,
 		Timeouts:       ss.Timeouts,
 		Refused:        ss.Refused,
 		OriginTimeouts: ss.OriginTimeouts,

@@ -68,13 +68,16 @@ type Summary struct {
 
 	// Sent counts attempts sent (retries included); Unsent requests not
 	// sent because every client worker was busy; Successes responses within
-	// the client's timeout; Timeouts requests the client gave up on;
+	// the client's timeout; Failed attempts that ended otherwise (rejected,
+	// refused, timed out; those still waiting at the end are neither);
+	// Timeouts requests the client gave up on;
 	// Refused requests the origin refused (queue full); OriginTimeouts
 	// requests the origin answered with its own timeout; Retries retry
 	// attempts; Wasted origin completions whose client had already gone.
 	Sent           int64 `json:"sent"`
 	Unsent         int64 `json:"unsent"`
 	Successes      int64 `json:"successes"`
+	Failed         int64 `json:"failed"`
 	Timeouts       int64 `json:"timeouts"`
 	Refused        int64 `json:"refused"`
 	OriginTimeouts int64 `json:"origin_timeouts"`

@@ -88,7 +88,7 @@ func TestJSONFieldNames(t *testing.T) {
 	}
 	sum := pol["summary"].(map[string]any)
 	for _, k := range []string{"offered_rps", "goodput_rps", "throughput_rps", "capacity_rps",
-		"goodput_pct_of_capacity", "sent", "unsent", "successes", "timeouts", "refused",
+		"goodput_pct_of_capacity", "sent", "unsent", "successes", "failed", "timeouts", "refused",
 		"origin_timeouts", "retries", "wasted", "rejected", "rejected_total",
 		"success_latency_ms", "rejection_latency_ms", "wait_ms"} {
 		if _, ok := sum[k]; !ok {
@@ -254,7 +254,7 @@ func TestFromSim(t *testing.T) {
 	res := sim.Result{Scenario: "x", Seed: 3, Policies: []sim.PolicyResult{{
 		Name: "static",
 		Summary: sim.Summary{
-			Sent: 40, Successes: 16, Goodput: 2, Throughput: 3, Capacity: 4,
+			Sent: 40, Successes: 16, Failed: 5, Goodput: 2, Throughput: 3, Capacity: 4,
 			Rejects: map[string]int64{"limit": 5, "shed": 0},
 			Latency: sim.Percentiles{Count: 16, P50: 1500 * time.Millisecond, P99: 2 * time.Second},
 		},
@@ -273,6 +273,9 @@ func TestFromSim(t *testing.T) {
 	}
 	if s.GoodputPct != 50 {
 		t.Errorf("goodput pct = %v, want 50", s.GoodputPct)
+	}
+	if s.Failed != 5 {
+		t.Errorf("failed = %d, want 5", s.Failed)
 	}
 	if s.RejectedTotal != 5 || len(s.Rejected) != 1 {
 		t.Errorf("rejected = %v (%d), want only limit 5", s.Rejected, s.RejectedTotal)
