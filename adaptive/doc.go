@@ -32,8 +32,9 @@
 //   - [Vegas] for a service whose requests cost about the same, so that a
 //     queue shows as latency above the no-load latency. It holds a small
 //     queue (3 to 6 requests below a limit of 100) and gets to capacity
-//     fastest (slow start). Its baseline is a minimum, which very noisy
-//     latency (±30% per request at a hundred in flight) drags too low, and
+//     fastest (slow start). Its baseline is the lowest latency seen at
+//     light load, so a workload whose light-load requests are cheaper than
+//     the rest (health checks at night, Netflix PR #125) drags it low, and
 //     the limit with it.
 //   - [Gradient2] for a mix of cheap and expensive requests: it compares
 //     averages, not a minimum, so the cheap requests do not set the bar.

@@ -166,12 +166,13 @@ func (w *roundTrip) mean() float64 {
 }
 
 // low returns the mean latency (ns) of the round trip's least loaded
-// successes and the fewest in flight they started with; 0, 0 if none.
-func (w *roundTrip) low() (float64, int) {
+// successes, how many they are and the fewest in flight they started with;
+// zeros if there are none.
+func (w *roundTrip) low() (mean float64, count, inFlight int) {
 	if w.lowN == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return w.lowSum / float64(w.lowN), w.lowInFlight
+	return w.lowSum / float64(w.lowN), w.lowN, w.lowInFlight
 }
 
 // next opens the following round trip at now; it lasts the mean latency of

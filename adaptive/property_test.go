@@ -61,10 +61,10 @@ func TestPropertyConvergesNearCapacity(t *testing.T) {
 	band := map[string][2]float64{ // limit / C, over the second half
 		"aimd":      {0.7, 1.6},
 		"vegas":     {0.9, 2},
-		"gradient2": {0.9, 1.8},
+		"gradient2": {0.9, 2}, // 1.5 × C, a little more with small, noisy round trips
 	}
 	for _, c := range []int{7, 20, 100} {
-		for _, noise := range []float64{0, 0.1} {
+		for _, noise := range []float64{0, 0.1, 0.3} {
 			m := model{Base: base, Capacity: c, Noise: noise, Seed: uint64(c)}
 			for name, alg := range algorithms(t, 1000, base*3/2) {
 				t.Run(fmt.Sprintf("alg=%s/C=%d/noise=%v", name, c, noise), func(t *testing.T) {

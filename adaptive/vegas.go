@@ -84,8 +84,9 @@ type VegasConfig struct {
 //
 //   - it falls at once to any lower evidence;
 //   - it rises only when, for a whole NoLoadWindow, all the evidence taken
-//     at no more concurrency than the estimate was seen at was higher: the
-//     service itself got slower. Round trips at higher concurrency do not
+//     at no more concurrency than the estimate was seen at was higher, and
+//     some of it came in the window's second half: the service itself got
+//     slower, and still is. It then becomes the mean of that evidence. Round trips at higher concurrency do not
 //     count: they are slow because of the queue this limit let build, and
 //     learning from them is how a baseline drifts upward until nothing is
 //     shed.
@@ -156,8 +157,8 @@ func (v *Vegas) Observe(now time.Time, s Sample) int {
 	}
 	defer v.rt.next(now)
 	rtt := v.rt.mean()
-	if low, n := v.rt.low(); low > 0 {
-		v.noLoad.observe(now, low, n)
+	if low, k, n := v.rt.low(); low > 0 {
+		v.noLoad.observe(now, low, k, n)
 	}
 	step := log10Step(v.limit)
 	var next float64
@@ -200,34 +201,45 @@ func (v *Vegas) Observe(now time.Time, s Sample) int {
 // falls at once and rises only on evidence from comparable load (see Vegas).
 type noLoadMin struct {
 	window time.Duration
-	est    float64 // nanoseconds; 0 before the first sample
-	// seenAt is the highest in-flight count at which a sample no slower
+	est    float64 // nanoseconds; 0 before the first evidence
+	// seenAt is the highest in-flight count at which evidence no higher
 	// than est was seen: up to it, est is known to hold.
 	seenAt int
-	// cand is the minimum over the current window of the samples taken at
-	// no more than seenAt in flight; 0 when there were none.
-	cand      float64
+	// The comparable evidence (taken at no more than seenAt in flight) of
+	// the current window: the sum and count of its latencies, and when the
+	// latest came.
+	candSum   float64
+	candN     int
 	candStart time.Time
+	candLast  time.Time
 }
 
-// observe takes the mean latency r (ns) of a round trip in which at most n
-// requests were in flight.
-func (m *noLoadMin) observe(now time.Time, r float64, n int) {
+// observe takes the mean latency r (ns) of the k least loaded requests of a
+// round trip, which started with n in flight.
+func (m *noLoadMin) observe(now time.Time, r float64, k, n int) {
 	if m.est == 0 || r < m.est {
 		m.est, m.seenAt = r, max(m.seenAt, n)
-		m.cand, m.candStart = 0, now
+		m.candSum, m.candN, m.candStart = 0, 0, now
 		return
 	}
 	if r == m.est {
 		m.seenAt = max(m.seenAt, n)
 	}
-	if n <= m.seenAt && (m.cand == 0 || r < m.cand) {
-		m.cand = r
+	if n <= m.seenAt {
+		m.candSum += r * float64(k)
+		m.candN += k
+		m.candLast = now
 	}
 	if now.Sub(m.candStart) >= m.window {
-		if m.cand > 0 {
-			m.est = m.cand // slower at comparable load for a whole window
+		// Slower at comparable load for a whole window, and still so in
+		// its second half (one slow round trip at the start of a window
+		// spent above seenAt is not a slowdown). The new estimate is the
+		// mean of that evidence, not its minimum: the minimum of many
+		// small noisy means is an outlier, and a baseline that low reads
+		// every round trip as queued.
+		if m.candN > 0 && now.Sub(m.candLast) < m.window/2 {
+			m.est = m.candSum / float64(m.candN)
 		}
-		m.cand, m.candStart = 0, now
+		m.candSum, m.candN, m.candStart = 0, 0, now
 	}
 }

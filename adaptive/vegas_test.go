@@ -72,15 +72,15 @@ func TestVegasNoLoadEstimate(t *testing.T) {
 		want     time.Duration
 	}{
 		{0, 10 * ms, 5, 10 * ms},
-		{1 * sec, 30 * ms, 50, 10 * ms},  // slower, but at ten times the load
-		{11 * sec, 30 * ms, 50, 10 * ms}, // a window of that: still no evidence
-		{12 * sec, 20 * ms, 5, 10 * ms},  // slower at comparable load
-		{21 * sec, 25 * ms, 4, 20 * ms},  // for a whole window: re-learned
-		{22 * sec, 15 * ms, 30, 15 * ms}, // faster: believed at once
+		{1 * sec, 30 * ms, 50, 10 * ms},                  // slower, but at ten times the load
+		{11 * sec, 30 * ms, 50, 10 * ms},                 // a window of that: still no evidence
+		{12 * sec, 20 * ms, 5, 10 * ms},                  // slower at comparable load
+		{21 * sec, 25 * ms, 4, 22500 * time.Microsecond}, // for a whole window: re-learned as their mean
+		{22 * sec, 15 * ms, 30, 15 * ms},                 // faster: believed at once
 		{23 * sec, 18 * ms, 30, 15 * ms},
 	}
 	for i, st := range steps {
-		m.observe(epoch.Add(st.at), float64(st.lat), st.inFlight)
+		m.observe(epoch.Add(st.at), float64(st.lat), 1, st.inFlight)
 		if got := time.Duration(m.est); got != st.want {
 			t.Fatalf("step %d: estimate %v, want %v", i, got, st.want)
 		}
