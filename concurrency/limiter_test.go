@@ -393,3 +393,50 @@ func TestLimiterExpiryAfterHeadLeaves(t *testing.T) {
 		}
 	})
 }
+
+// AdaptiveLIFO serves in arrival order while the queue drains, and newest
+// first once the queue has stood for CoDelInterval.
+func TestLimiterAdaptiveLIFOSwitch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Limit: 1, MaxQueue: 10, Discipline: AdaptiveLIFO, CoDelTarget: time.Second})
+		type grant struct {
+			name string
+			p    sluice.Permit
+		}
+		grants := make(chan grant, 4)
+		queue := func(name string) {
+			go func() {
+				p, err := l.Acquire(context.Background())
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					return
+				}
+				grants <- grant{name, p}
+			}()
+			synctest.Wait()
+		}
+		p := mustAcquire(t, l)
+		queue("a")
+		queue("b")
+		time.Sleep(50 * time.Millisecond)
+		p.Release(sluice.Success, 0) // queue non-empty for 50ms < 100ms: FIFO
+		g := <-grants
+		if g.name != "a" {
+			t.Fatalf("at 50ms got %s, want a (FIFO)", g.name)
+		}
+		time.Sleep(10 * time.Millisecond)
+		queue("c")
+		time.Sleep(90 * time.Millisecond)
+		g.p.Release(sluice.Success, 0) // non-empty since 0, now 150ms: LIFO
+		g = <-grants
+		if g.name != "c" {
+			t.Fatalf("at 150ms got %s, want c (LIFO)", g.name)
+		}
+		g.p.Release(sluice.Success, 0)
+		g = <-grants
+		if g.name != "b" {
+			t.Fatalf("got %s, want b", g.name)
+		}
+		g.p.Release(sluice.Success, 0)
+	})
+}
