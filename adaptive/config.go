@@ -1,0 +1,79 @@
+package adaptive
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// ErrInvalidConfig is matched (errors.Is) by every error a constructor
+// returns; the message names the field at fault.
+var ErrInvalidConfig = errors.New("adaptive: invalid config")
+
+// Defaults shared by the three algorithms. MinLimit is 1, not Netflix's 20:
+// a floor of 20 defeats the limit of any service whose capacity is below 20
+// in-flight requests (seed 003's origin has 7 workers).
+const (
+	defaultInitialLimit = 20
+	defaultMinLimit     = 1
+	defaultMaxLimit     = 1000
+)
+
+func invalid(typ, field string, v any, want string) error {
+	return fmt.Errorf("%w: %s.%s = %v, want %s", ErrInvalidConfig, typ, field, v, want)
+}
+
+// bounds holds the limits every algorithm shares, defaulted and validated.
+type bounds struct{ min, max float64 }
+
+// resolveBounds applies the defaults to (initial, min, max) and checks them;
+// typ names the config type in errors.
+func resolveBounds(typ string, initial, minL, maxL int) (float64, bounds, error) {
+	var b bounds
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"InitialLimit", initial}, {"MinLimit", minL}, {"MaxLimit", maxL}} {
+		if f.v < 0 {
+			return 0, b, invalid(typ, f.name, f.v, ">= 0 (0 means the default)")
+		}
+	}
+	if minL == 0 {
+		minL = defaultMinLimit
+	}
+	if maxL == 0 {
+		maxL = max(defaultMaxLimit, minL)
+	}
+	if minL > maxL {
+		return 0, b, invalid(typ, "MinLimit", minL, fmt.Sprintf("<= MaxLimit (%d)", maxL))
+	}
+	if initial == 0 {
+		initial = min(max(defaultInitialLimit, minL), maxL)
+	}
+	if initial < minL || initial > maxL {
+		return 0, b, invalid(typ, "InitialLimit", initial, fmt.Sprintf("within [MinLimit, MaxLimit] = [%d, %d]", minL, maxL))
+	}
+	return float64(initial), bounds{float64(minL), float64(maxL)}, nil
+}
+
+func (b bounds) clamp(l float64) float64 { return min(max(l, b.min), b.max) }
+
+// checkNonNegative rejects a negative duration field.
+func checkNonNegative(typ, field string, d time.Duration) error {
+	if d < 0 {
+		return invalid(typ, field, d, ">= 0 (0 means the default)")
+	}
+	return nil
+}
+
+// checkFraction rejects a ratio outside (0, 1]; 0 is left for the default.
+func checkFraction(typ, field string, v float64) error {
+	if v < 0 || v > 1 || math.IsNaN(v) {
+		return invalid(typ, field, v, "within (0, 1] (0 means the default)")
+	}
+	return nil
+}
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
