@@ -63,3 +63,52 @@ func TestShardConsistency(t *testing.T) {
 		t.Fatalf("created %d - evicted %d != %d live", s.created.Load(), s.evicted.Load(), s.n)
 	}
 }
+
+// An insertion into a full table looks at a bounded number of keys, however
+// many are live: no request pays for a sweep of the whole map.
+func TestReserveWorkIsBounded(t *testing.T) {
+	looked := 0
+	var tb table[struct{}]
+	tb.init(100_000, 1, func(struct{}) bool { looked++; return true }) // every key idle but busy
+	for i := range 100_000 {
+		h := tb.hash(strconv.Itoa(i))
+		s := tb.shardOf(h)
+		if !tb.reserve(s, 0) {
+			t.Fatalf("key %d did not fit", i)
+		}
+		s.add(h, struct{}{}, 0)
+	}
+	for i := range 1000 {
+		looked = 0
+		s := tb.shardOf(tb.hash("new" + strconv.Itoa(i)))
+		if tb.reserve(s, 10) {
+			t.Fatal("a full table of busy keys made room")
+		}
+		if looked > sweepStep+fullSweepStep {
+			t.Fatalf("one insertion looked at %d keys, want <= %d", looked, sweepStep+fullSweepStep)
+		}
+	}
+	if st := tb.stats(); st.Keys != 100_000 || st.Overflowed != 1000 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func BenchmarkInsertIntoFullTable(b *testing.B) {
+	var tb table[struct{}]
+	tb.init(100_000, 1<<62, nil) // nothing ever idle
+	for i := range 100_000 {
+		h := tb.hash(strconv.Itoa(i))
+		s := tb.shardOf(h)
+		tb.reserve(s, 0)
+		s.add(h, struct{}{}, 0)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s := tb.shardOf(tb.hash(strconv.Itoa(i)))
+		i++
+		s.mu.Lock()
+		tb.reserve(s, 0)
+		s.mu.Unlock()
+	}
+}
