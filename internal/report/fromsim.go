@@ -89,6 +89,7 @@ func points(series []sim.Point) []Point {
 			GoodputRPS:    p.Goodput,
 			ThroughputRPS: p.Throughput,
 			RejectedRPS:   p.Rejects,
+			RejectedByRPS: p.RejectsBy,
 			TimeoutsRPS:   p.Timeouts,
 			CapacityRPS:   p.Capacity,
 			P50Ms:         ms(p.P50),

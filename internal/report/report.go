@@ -135,10 +135,13 @@ type Point struct {
 	ThroughputRPS float64 `json:"throughput_rps"`
 	// RejectedRPS counts policy rejections and origin refusals.
 	RejectedRPS float64 `json:"rejected_rps"`
-	TimeoutsRPS float64 `json:"timeouts_rps"`
-	CapacityRPS float64 `json:"capacity_rps"`
-	P50Ms       float64 `json:"p50_ms"`
-	P99Ms       float64 `json:"p99_ms"`
+	// RejectedByRPS is the policy's rejections per second by reason (the
+	// labels of Summary.Rejected); absent when there were none.
+	RejectedByRPS map[string]float64 `json:"rejected_by_reason_rps,omitempty"`
+	TimeoutsRPS   float64            `json:"timeouts_rps"`
+	CapacityRPS   float64            `json:"capacity_rps"`
+	P50Ms         float64            `json:"p50_ms"`
+	P99Ms         float64            `json:"p99_ms"`
 	// Limit is the policy's limit (requests in flight, or per second for a
 	// rate limit; 0 when there is none); InFlight the requests it admitted
 	// and has not released; Queued those waiting in it.

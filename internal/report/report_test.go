@@ -41,7 +41,7 @@ func sample() *Report {
 		}
 		none.Series = append(none.Series, p)
 		limited.Series = append(limited.Series, Point{TS: t, OfferedRPS: 5, GoodputRPS: 2.5, ThroughputRPS: 2.5,
-			RejectedRPS: 2.5, P50Ms: 2000, P99Ms: 2010, Limit: 5, InFlight: 5})
+			RejectedRPS: 2.5, RejectedByRPS: map[string]float64{"limit": 2.5}, P50Ms: 2000, P99Ms: 2010, Limit: 5, InFlight: 5})
 	}
 	r.Policies = []Policy{none, limited}
 	return r
@@ -258,7 +258,8 @@ func TestFromSim(t *testing.T) {
 			Rejects: map[string]int64{"limit": 5, "shed": 0},
 			Latency: sim.Percentiles{Count: 16, P50: 1500 * time.Millisecond, P99: 2 * time.Second},
 		},
-		Series: []sim.Point{{T: time.Second, Goodput: 2, P99: 250 * time.Millisecond, Limit: 5, InFlight: 4}},
+		Series: []sim.Point{{T: time.Second, Goodput: 2, P99: 250 * time.Millisecond, Limit: 5, InFlight: 4,
+			RejectsBy: map[string]float64{"limit": 5}}},
 	}}}
 	r := FromSim(sc, res, time.Second)
 	if r.IntervalS != 1 || r.DurationS != 10 || r.Scenario != "x" || r.Seed != 3 {
@@ -287,7 +288,7 @@ func TestFromSim(t *testing.T) {
 		t.Errorf("within = %+v", s.Within)
 	}
 	pt := r.Policies[0].Series[0]
-	if pt.TS != 1 || pt.P99Ms != 250 || pt.Limit != 5 || pt.InFlight != 4 {
+	if pt.TS != 1 || pt.P99Ms != 250 || pt.Limit != 5 || pt.InFlight != 4 || pt.RejectedByRPS["limit"] != 5 {
 		t.Errorf("point = %+v", pt)
 	}
 	if r2 := FromSim(sc, res, 0); r2.Policies[0].Summary.Within != nil {
@@ -316,6 +317,30 @@ func TestLogTicks(t *testing.T) {
 		}
 		if !reflect.DeepEqual(labels, tc.labels) {
 			t.Errorf("Ticks(%v, %v) labels %q, want %q", tc.lo, tc.hi, labels, tc.labels)
+		}
+	}
+}
+
+// TestFromSimKnowsEverySummaryField fails when the simulator's Summary
+// gains a field this package has not decided about, so a new figure does
+// not silently miss the report.
+func TestFromSimKnowsEverySummaryField(t *testing.T) {
+	known := map[string]bool{
+		"Sent": true, "Unsent": true, "Successes": true, "Failed": true, "Goodput": true,
+		"Throughput": true, "Capacity": true, "Rejects": true, "Refused": true,
+		"OriginTimeouts": true, "Timeouts": true, "Retries": true, "Wasted": true,
+		"Latency": true, "RejectLatency": true, "Wait": true,
+	}
+	for f := range reflect.TypeFor[sim.Summary]().Fields() {
+		if !known[f.Name] {
+			t.Errorf("sim.Summary.%s is not in the report: map it in FromSim (and docs/scenarios.md)", f.Name)
+		}
+	}
+	for f := range reflect.TypeFor[sim.Point]().Fields() {
+		if !map[string]bool{"T": true, "Offered": true, "Goodput": true, "Throughput": true, "Rejects": true, "RejectsBy": true,
+			"Timeouts": true, "Capacity": true, "P50": true, "P99": true, "Limit": true, "InFlight": true,
+			"Queued": true, "OriginBusy": true, "OriginQ": true}[f.Name] {
+			t.Errorf("sim.Point.%s is not in the report: map it in FromSim (and docs/scenarios.md)", f.Name)
 		}
 	}
 }
