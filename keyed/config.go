@@ -36,6 +36,8 @@ type Config[L sluice.Limiter] struct {
 	// New is called with the key's shard locked, so that a key never gets
 	// two limiters: keep it cheap (an allocation) and do not call back into
 	// the Map from it. An error is returned, wrapped, from Get and Acquire.
+	// The Map keeps only a hash of the key; a limiter that keeps the key
+	// itself adds its length to the bytes per key.
 	New func(key string) (L, error)
 
 	// MaxKeys is the hard cap on live keys; the memory a Map holds is

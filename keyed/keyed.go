@@ -153,7 +153,8 @@ func (k mapKey[L]) Acquire(ctx context.Context) (sluice.Permit, error) {
 
 func (k mapKey[L]) TryAcquire() (sluice.Permit, error) { return k.m.TryAcquire(k.key) }
 
-// Stats returns the key's limiter's own statistics.
+// Stats returns the key's limiter's own statistics. Like Get, it makes the
+// key's limiter if the key is new.
 func (k mapKey[L]) Stats() sluice.Stats {
 	l, err := k.m.Get(k.key)
 	if err != nil {

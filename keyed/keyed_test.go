@@ -186,6 +186,20 @@ func TestBusyKeyIsNotEvicted(t *testing.T) {
 	})
 }
 
+func TestGetDoesNotAllocate(t *testing.T) {
+	m := mustNew(t, keyed.Config[*gate]{New: newGate(1)})
+	mustGet(t, m, "10.0.0.1")
+	if n := testing.AllocsPerRun(1000, func() { _, _ = m.Get("10.0.0.1") }); n != 0 {
+		t.Errorf("Get of a live key allocates %v times", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		p, _ := m.TryAcquire("10.0.0.1")
+		p.Release(sluice.Success, 0)
+	}); n != 0 {
+		t.Errorf("TryAcquire+Release allocates %v times", n)
+	}
+}
+
 func TestAcquireCountsAndFor(t *testing.T) {
 	m := mustNew(t, keyed.Config[*gate]{New: newGate(1), MaxKeys: 10})
 	p, err := m.Acquire(context.Background(), "a")
