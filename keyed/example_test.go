@@ -194,3 +194,25 @@ func ExampleMap_Stats() {
 		st.Keys, st.MaxKeys, st.Created, st.Overflowed, st.Admitted, st.RejectedTotal())
 	// Output: keys 2/2, created 2, overflowed 2, admitted 3, rejected 1
 }
+
+// GetAt runs the Map in virtual time, as the simulator does: a key idle for
+// IdleTimeout makes room for a new one; a key in use does not.
+func ExampleMap_GetAt() {
+	m, _ := keyed.New(keyed.Config[*rate.Bucket]{
+		New:         func(string) (*rate.Bucket, error) { return rate.NewBucket(rate.Config{Rate: 1, Burst: 1}) },
+		MaxKeys:     1,
+		IdleTimeout: time.Minute,
+	})
+	t0 := time.Unix(1_700_000_000, 0)
+	alice, _ := m.GetAt("alice", t0)
+	bob, _ := m.GetAt("bob", t0.Add(30*time.Second))
+	fmt.Println("bob overflowed:", bob == m.Overflow())
+	bob, _ = m.GetAt("bob", t0.Add(time.Minute))
+	fmt.Println("bob has his own:", bob != m.Overflow() && bob != alice)
+	st := m.Stats()
+	fmt.Println("evicted:", st.Evicted, "overflowed:", st.Overflowed)
+	// Output:
+	// bob overflowed: true
+	// bob has his own: true
+	// evicted: 1 overflowed: 1
+}
