@@ -61,8 +61,8 @@ func (t *table[V]) hash(key string) uint64 {
 	return 1 // 0 marks an empty slot
 }
 
-// shardOf picks the shard from the hash's top bits (Buckets uses the low
-// bits to check refunds).
+// shardOf picks the shard from the hash's top bits, which a Buckets permit
+// carries (see where) and so finds its shard again from.
 func (t *table[V]) shardOf(h uint64) *shard[V] {
 	if t.shift == 64 {
 		return &t.shards[0]
