@@ -1,0 +1,53 @@
+// Package promsluice exports sluice's limiters to Prometheus.
+//
+// A Collector reads a limiter's Stats when Prometheus scrapes, and turns it
+// into constant metrics: nothing is counted twice and nothing runs between
+// scrapes. Nothing is registered for you (no init, no global registry):
+//
+//	lim, _ := concurrency.New(concurrency.Config{Limit: 100, MaxQueue: 50})
+//	timed, c, err := promsluice.Instrument("api", lim)
+//	reg.MustRegister(c)
+//	// serve with timed instead of lim: its Acquire feeds the wait histogram
+//
+// Every metric has a constant label limiter="<name>", so several collectors
+// share one registry as long as their names differ (registering a second
+// collector with the same name fails, as it should).
+//
+// # Metrics
+//
+//	name                              type       labels   source
+//	sluice_admitted_total             counter    limiter  Stats.Admitted
+//	sluice_rejected_total             counter    limiter, reason
+//	                                                      Stats.Rejected, one series per sluice.Reason
+//	sluice_in_flight                  gauge      limiter  Stats.InFlight
+//	sluice_queued                     gauge      limiter  Stats.Queued
+//	sluice_limit                      gauge      limiter  Stats.Limit (permits, or events per second)
+//	sluice_acquire_wait_seconds       histogram  limiter  Instrument only: Acquire's wait, admitted calls
+//	sluice_keys                       gauge      limiter  keyed: live keys
+//	sluice_keys_max                   gauge      limiter  keyed: the MaxKeys cap
+//	sluice_keys_created_total         counter    limiter  keyed: keys stored
+//	sluice_keys_evicted_total         counter    limiter  keyed: idle keys evicted to make room
+//	sluice_keys_overflowed_total      counter    limiter  keyed: new keys served by the overflow limiter
+//	sluice_client_requests_total      counter    limiter  client: requests started (not retries)
+//	sluice_client_retries_total       counter    limiter  client: attempts after the first
+//	sluice_client_retries_denied_total counter   limiter  client: retries the retry budget refused
+//	sluice_client_throttled_total     counter    limiter  client.Transport: attempts its Limiter rejected locally
+//
+// Reasons are sluice.Reason's names (rate, limit, queue_full, queue_timeout,
+// deadline, shed, throttled, store, too_large, closed); every one is
+// exported from the first scrape, at 0, so rate() works from the start.
+//
+// The wait histogram's buckets are by default prometheus.DefBuckets (5 ms to
+// 10 s), the buckets of GitLab's acquiring-seconds histogram in seed 001;
+// change them with the Buckets option.
+//
+// # Which constructor
+//
+//   - NewCollector: anything with Stats() sluice.Stats — every limiter
+//     (concurrency, rate, adaptive, a client.Throttler, sluice.All) and a
+//     netlimit.Listener.
+//   - Instrument: the same, plus the wait histogram, by wrapping the limiter.
+//   - NewKeyedCollector: a keyed.Map or keyed.Buckets, with its key table.
+//   - NewTransportCollector, NewRetrierCollector: the client package's
+//     request, retry and local-throttling counters.
+package promsluice
