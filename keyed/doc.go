@@ -31,7 +31,8 @@
 // overflow limiter too, until idle keys free room.
 //
 // Eviction is lazy: no goroutine, no timer, no pass over every key. Keys are
-// spread over up to 64 shards, each with its own lock; each insertion looks
+// spread over shards (64 for most sizes), each with its own lock; each
+// insertion looks
 // at a few keys of its shard (at most 68) from where the last look stopped,
 // so the lock is held for a bounded time whatever the number of keys, and
 // idle keys are reclaimed as fast as new keys arrive. Lookups of live keys
