@@ -171,11 +171,7 @@ func (s *state) units(now int64) (int64, bool) {
 }
 
 const (
-	// live, passed as now, makes takeNanos read the clock after loading
-	// the state, on every attempt. Then a successful CAS always uses a time
-	// no earlier than the one the previous successful CAS used, so a caller
-	// preempted between reading the clock and its CAS is not judged at a
-	// stale time (which could only reject it, but would reject it wrongly).
+	// live, passed as now, makes takeNanos read the clock itself.
 	live = math.MinInt64
 	// noDeadline, passed as deadline, means no deadline.
 	noDeadline = math.MaxInt64
@@ -198,14 +194,25 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 	if n <= 0 {
 		return grant{ok: true}
 	}
+	// The clock is read before the state, so that the window between
+	// loading the word and the CAS is a few nanoseconds: under contention
+	// a clock read inside it made most CASes fail. A CAS that fails is
+	// retried at the same time. That time may be stale (the caller was
+	// preempted, or lost CASes to callers with later readings); a stale
+	// time can only see fewer tokens, so it never over-admits, but it
+	// could wrongly reject. Hence a rejection whose state is ahead of our
+	// reading (E > now: someone admitted at a later time, or reservations
+	// are waiting) reads the clock once more and decides again. In the
+	// common rejection (E <= now) a fresher reading could only add the
+	// tokens of a few nanoseconds, so it is not worth another clock read.
+	t, fresh := now, true
+	if now == live {
+		t, fresh = clock.Nanos(), false
+	}
 	for {
 		s, w := b.load()
 		if s.mode != modeInf && int64(n) > s.burst {
 			return grant{wait: -1, reason: sluice.ReasonTooLarge}
-		}
-		t := now
-		if t == live {
-			t = clock.Nanos()
 		}
 		u, in := s.units(t)
 		if !in {
@@ -221,6 +228,10 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 		}
 		nw, wu, ok := s.take(w, u, int64(n), s.toUnits(int64(limit)))
 		if !ok {
+			if !fresh && s.mode == modeRate && w > u {
+				t, fresh = clock.Nanos(), true
+				continue
+			}
 			if wu < 0 {
 				return grant{wait: -1, reason: sluice.ReasonRate}
 			}
