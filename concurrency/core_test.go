@@ -442,3 +442,11 @@ func TestDisciplineText(t *testing.T) {
 		t.Errorf("String = %q", s)
 	}
 }
+
+func TestVerdictString(t *testing.T) {
+	for v, want := range map[Verdict]string{Admitted: "admitted", Queued: "queued", Rejected: "rejected", 7: "verdict(7)"} {
+		if got := v.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -89,48 +89,6 @@ func TestLimiterOrder(t *testing.T) {
 	}
 }
 
-func TestLimiterMaxWait(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, Config{Limit: 1, MaxQueue: 1, MaxWait: 50 * time.Millisecond})
-		p := mustAcquire(t, l)
-		defer p.Release(sluice.Success, 0)
-		start := time.Now()
-		_, err := l.Acquire(context.Background())
-		if !errors.Is(err, sluice.ErrQueueTimeout) {
-			t.Fatalf("Acquire = %v, want ErrQueueTimeout", err)
-		}
-		if waited := time.Since(start); waited != 50*time.Millisecond {
-			t.Errorf("waited %v, want 50ms", waited)
-		}
-		if s := l.Stats(); s.Queued != 0 || s.Rejected[sluice.ReasonQueueTimeout] != 1 {
-			t.Errorf("Stats = %+v", s)
-		}
-	})
-}
-
-func TestLimiterCoDelShed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, Config{Limit: 1, MaxQueue: 10, Discipline: CoDel})
-		p := mustAcquire(t, l)
-		defer p.Release(sluice.Success, 0)
-		errs := make(chan error, 2)
-		start := time.Now()
-		go func() { _, err := l.Acquire(context.Background()); errs <- err }()
-		time.Sleep(98 * time.Millisecond)
-		go func() { _, err := l.Acquire(context.Background()); errs <- err }()
-		// The first waited the interval (no standing queue until 100ms); the
-		// second, arriving at 98ms, may stay until 98+5ms.
-		for _, want := range []time.Duration{100 * time.Millisecond, 103 * time.Millisecond} {
-			if err := <-errs; !errors.Is(err, sluice.ErrShed) {
-				t.Fatalf("Acquire = %v, want ErrShed", err)
-			}
-			if got := time.Since(start); got != want {
-				t.Errorf("shed at %v, want %v", got, want)
-			}
-		}
-	})
-}
-
 func TestLimiterCancelFreesQueueSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, Config{Limit: 1, MaxQueue: 1})
@@ -157,32 +115,6 @@ func TestLimiterCancelFreesQueueSlot(t *testing.T) {
 		}
 		if s := l.Stats(); s.RejectedTotal() != 1 || s.Admitted != 2 || s.InFlight != 0 {
 			t.Errorf("Stats = %+v, want 1 rejection (TryAcquire), 2 admitted, none in flight", s)
-		}
-	})
-}
-
-func TestLimiterDeadlineFailsFast(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, Config{Limit: 1, MaxQueue: 10})
-		p := mustAcquire(t, l)
-		order := queueUp(t, l, "a")
-		// A release seen with a queue teaches the estimator: 100ms a permit.
-		p.Release(sluice.Success, 100*time.Millisecond)
-		<-order
-		p = mustAcquire(t, l)
-		defer p.Release(sluice.Success, 0)
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		start := time.Now()
-		_, err := l.Acquire(ctx)
-		if !errors.Is(err, sluice.ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Acquire = %v, want ErrDeadline", err)
-		}
-		if time.Since(start) != 0 {
-			t.Errorf("rejected after %v, want at once", time.Since(start))
-		}
-		if ra, _ := sluice.RetryAfter(err); ra != 100*time.Millisecond {
-			t.Errorf("RetryAfter = %v, want the estimated wait 100ms", ra)
 		}
 	})
 }
@@ -301,142 +233,8 @@ func TestLimiterNoQueue(t *testing.T) {
 	}
 }
 
-func TestLimiterAlgorithm(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		alg := &recorder{next: 4}
-		l := mustNew(t, Config{Algorithm: alg, MaxQueue: 5})
-		a, b := mustAcquire(t, l), mustAcquire(t, l)
-		order := queueUp(t, l, "w1", "w2")
-		time.Sleep(10 * time.Millisecond)
-		b.Cancel()
-		a.Release(sluice.Ignore, time.Millisecond)
-		if len(alg.samples) != 0 {
-			t.Fatalf("Ignore and Cancel fed %v", alg.samples)
-		}
-		collect(order, 2)
-		a, b = mustAcquire(t, l), mustAcquire(t, l)
-		a.Release(sluice.Success, 3*time.Millisecond)
-		// a was the first of the two in flight.
-		if len(alg.samples) != 1 || alg.samples[0].InFlight != 1 || alg.samples[0].Latency != 3*time.Millisecond {
-			t.Errorf("samples %+v, want one with InFlight 1, 3ms", alg.samples)
-		}
-		if s := l.Stats(); s.Limit != 4 {
-			t.Errorf("Limit = %v, want the algorithm's 4", s.Limit)
-		}
-		b.Release(sluice.Dropped, time.Millisecond)
-	})
-}
-
-func TestLimiterEstimateLearnsOnFastPath(t *testing.T) {
-	l := mustNew(t, Config{Limit: 1, MaxQueue: 10})
-	for range 64 {
-		p := mustAcquire(t, l)
-		p.Release(sluice.Success, 100*time.Millisecond)
-	}
-	p := mustAcquire(t, l)
-	defer p.Release(sluice.Success, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := l.Acquire(ctx); !errors.Is(err, sluice.ErrDeadline) {
-		t.Fatalf("Acquire with 50ms left, 100ms permits = %v, want ErrDeadline at once", err)
-	}
-}
-
 // One timer serves the queue: after the head leaves (cancelled, or
 // admitted and a new busy period begins) the others still expire exactly
 // on their own bounds.
-func TestLimiterExpiryAfterHeadLeaves(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, Config{Limit: 1, MaxQueue: 5, MaxWait: 50 * time.Millisecond})
-		p := mustAcquire(t, l)
-		start := time.Now()
-		type result struct {
-			name string
-			err  error
-			at   time.Duration
-		}
-		results := make(chan result, 3)
-		wait := func(ctx context.Context, name string) {
-			q, err := l.Acquire(ctx)
-			if err == nil {
-				q.Release(sluice.Ignore, 0)
-			}
-			results <- result{name, err, time.Since(start)}
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go wait(ctx, "a")
-		time.Sleep(10 * time.Millisecond)
-		go wait(context.Background(), "b")
-		time.Sleep(10 * time.Millisecond)
-		cancel()
-		if r := <-results; r.name != "a" || r.err != context.Canceled || r.at != 20*time.Millisecond {
-			t.Fatalf("got %+v, want a cancelled at 20ms", r)
-		}
-		if r := <-results; r.name != "b" || !errors.Is(r.err, sluice.ErrQueueTimeout) || r.at != 60*time.Millisecond {
-			t.Fatalf("got %+v, want b timed out at 60ms", r)
-		}
-		// A new busy period: c queues at 100ms and is admitted at 120ms; d
-		// queues at 130ms and times out at 180ms.
-		time.Sleep(40 * time.Millisecond)
-		go wait(context.Background(), "c")
-		time.Sleep(20 * time.Millisecond)
-		p.Release(sluice.Success, 0)
-		if r := <-results; r.name != "c" || r.err != nil || r.at != 120*time.Millisecond {
-			t.Fatalf("got %+v, want c admitted at 120ms", r)
-		}
-		p = mustAcquire(t, l)
-		defer p.Release(sluice.Success, 0)
-		time.Sleep(10 * time.Millisecond)
-		go wait(context.Background(), "d")
-		if r := <-results; r.name != "d" || !errors.Is(r.err, sluice.ErrQueueTimeout) || r.at != 180*time.Millisecond {
-			t.Fatalf("got %+v, want d timed out at 180ms", r)
-		}
-	})
-}
-
 // AdaptiveLIFO serves in arrival order while the queue drains, and newest
 // first once the queue has stood for CoDelInterval.
-func TestLimiterAdaptiveLIFOSwitch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, Config{Limit: 1, MaxQueue: 10, Discipline: AdaptiveLIFO, CoDelTarget: time.Second})
-		type grant struct {
-			name string
-			p    sluice.Permit
-		}
-		grants := make(chan grant, 4)
-		queue := func(name string) {
-			go func() {
-				p, err := l.Acquire(context.Background())
-				if err != nil {
-					t.Errorf("%s: %v", name, err)
-					return
-				}
-				grants <- grant{name, p}
-			}()
-			synctest.Wait()
-		}
-		p := mustAcquire(t, l)
-		queue("a")
-		queue("b")
-		time.Sleep(50 * time.Millisecond)
-		p.Release(sluice.Success, 0) // queue non-empty for 50ms < 100ms: FIFO
-		g := <-grants
-		if g.name != "a" {
-			t.Fatalf("at 50ms got %s, want a (FIFO)", g.name)
-		}
-		time.Sleep(10 * time.Millisecond)
-		queue("c")
-		time.Sleep(90 * time.Millisecond)
-		g.p.Release(sluice.Success, 0) // non-empty since 0, now 150ms: LIFO
-		g = <-grants
-		if g.name != "c" {
-			t.Fatalf("at 150ms got %s, want c (LIFO)", g.name)
-		}
-		g.p.Release(sluice.Success, 0)
-		g = <-grants
-		if g.name != "b" {
-			t.Fatalf("got %s, want b", g.name)
-		}
-		g.p.Release(sluice.Success, 0)
-	})
-}

@@ -1,0 +1,95 @@
+package concurrency
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// The time-dependent rules of the disciplines: the wait bound (MaxWait and
+// CoDel), the queue order (LIFO, adaptive LIFO) and the wait estimate.
+
+// timed reports whether the config makes decisions depend on time (a wait
+// bound, CoDel's clock, or an Algorithm). When it does not, and neither the
+// arrival nor any queued waiter has a deadline, now is never read: the
+// Limiter then skips reading the clock, which costs as much as the rest of a
+// queued decision.
+func (c *Core) timed() bool {
+	return c.cfg.MaxWait > 0 || c.cfg.Discipline == CoDel || c.cfg.Discipline == AdaptiveLIFO || c.cfg.Algorithm != nil
+}
+
+// ewma folds sample x into the mean m with weight 1/8 (as TCP's smoothed
+// RTT); the first sample sets the mean.
+func ewma(m, x int64) int64 {
+	if m == 0 {
+		return x
+	}
+	return m + (x-m)/8
+}
+
+// expiryFor returns when a waiter arriving now (and pushed now) must leave
+// the queue if no permit comes, and why.
+//
+// Fail at Scale's rule is "if the queue has not been empty for the last
+// interval, the time spent in the queue is limited to target; otherwise to
+// interval". A waiter in a queue non-empty since s meets a standing queue
+// from s+interval on, so it may stay until max(arrival+target, s+interval).
+// s cannot change while the waiter is queued (the queue is not empty), so
+// the bound is fixed at arrival; and it is non-decreasing in arrival time,
+// as is arrival+MaxWait, so the queue's head always expires first.
+func (c *Core) expiryFor(now int64) (int64, sluice.Reason) {
+	exp, why := int64(noDeadline), sluice.ReasonQueueTimeout
+	if c.cfg.MaxWait > 0 {
+		exp = satAdd(now, int64(c.cfg.MaxWait))
+	}
+	if c.cfg.Discipline == CoDel || c.cfg.Discipline == AdaptiveLIFO {
+		cd := max(satAdd(now, int64(c.cfg.CoDelTarget)), satAdd(c.nonEmptySince, int64(c.cfg.CoDelInterval)))
+		if cd < exp {
+			exp, why = cd, sluice.ReasonShed
+		}
+	}
+	return exp, why
+}
+
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// lifoAt reports whether the queue serves newest first at now.
+func (c *Core) lifoAt(now int64) bool {
+	switch c.cfg.Discipline {
+	case LIFO:
+		return true
+	case AdaptiveLIFO:
+		return c.q.n > 0 && now-c.nonEmptySince >= int64(c.cfg.CoDelInterval)
+	}
+	return false
+}
+
+// estimate returns the wait a newcomer faces (see Core's doc), and false
+// before any latency has been seen.
+func (c *Core) estimate(lifo bool) (int64, bool) {
+	if c.meanSvc == 0 {
+		return 0, false
+	}
+	p := float64(c.q.n + 1)
+	if lifo {
+		p = 1
+	}
+	p += float64(max(0, c.inFlight-c.limit))
+	w := p * float64(c.meanSvc) / float64(c.limit)
+	if w >= math.MaxInt64 {
+		return math.MaxInt64, true
+	}
+	return int64(w), true
+}
+
+// slotEvery is the mean time between permits freeing up, the retry-after
+// hint for rejections; 0 while unknown.
+func (c *Core) slotEvery() time.Duration {
+	return time.Duration(c.meanSvc / int64(c.limit))
+}
