@@ -309,6 +309,7 @@ func (b *Bucket) Config() Config {
 
 // SetRate changes the rate at once. The tokens in the bucket (and any debt
 // of waiting reservations) are kept; they refill at the new rate from now.
+// Callers already waiting keep the wake-up time they were given.
 func (b *Bucket) SetRate(r float64) error {
 	if err := validRate(r); err != nil {
 		return err

@@ -319,3 +319,45 @@ func TestAllowDoesNotAllocate(t *testing.T) {
 		t.Errorf("ReserveAt+Cancel allocates %v per call", n)
 	}
 }
+
+// golang/go#71154: in x/time/rate a tiny limit overflowed the duration of a
+// token and the limiter admitted at once. Here the wait saturates instead.
+func TestTinyRateNeverJamsOpen(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 1e-9, Burst: 1}) // a token every 31.7 years
+	if !b.AllowAt(t0, 1) {
+		t.Fatal("full bucket rejected")
+	}
+	year := 365 * 24 * time.Hour
+	r, ok := b.ReserveAt(t0, 1, time.Hour)
+	if ok || r.Delay() < 31*year || r.Delay() > 32*year {
+		t.Fatalf("reserve within an hour: ok %v, delay %v; want a rejection 31.7 years out", ok, r.Delay())
+	}
+	r, ok = b.ReserveAt(t0, 1, time.Duration(math.MaxInt64))
+	if !ok || r.Delay() < 31*year || r.Delay() > 32*year {
+		t.Fatalf("reserve without bound: ok %v, delay %v", ok, r.Delay())
+	}
+	for _, at := range []time.Duration{time.Hour, 30 * year, 63 * year} {
+		if b.AllowAt(t0.Add(at), 1) {
+			t.Fatalf("admitted %v later with the next two tokens owed", at)
+		}
+	}
+	if !b.AllowAt(t0.Add(96*year), 1) {
+		t.Fatal("no token after 96 years")
+	}
+}
+
+// Explicit times at the ends of time.Time's range saturate; they neither
+// panic nor create tokens.
+func TestExtremeTimes(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 1e6, Burst: 2})
+	if !b.AllowAt(time.Time{}, 2) || b.AllowAt(time.Time{}, 1) {
+		t.Fatal("year 1: want the burst, then nothing")
+	}
+	far := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !b.AllowAt(far, 2) || b.AllowAt(far, 1) {
+		t.Fatal("year 9999: want a refilled burst, then nothing")
+	}
+	if tk := b.TokensAt(time.Time{}); tk > 0 {
+		t.Fatalf("back at year 1: %v tokens", tk)
+	}
+}
