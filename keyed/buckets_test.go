@@ -158,7 +158,7 @@ func TestBucketsFloodIsBounded(t *testing.T) {
 	if st.Keys != maxKeys || st.Overflowed != uint64(flood-maxKeys) {
 		t.Errorf("stats = %+v", st)
 	}
-	if grown := heapAfterGC() - before; grown > maxKeys*256 {
+	if grown := heapAfterGC() - before; grown > maxKeys*128 { // ~37 B a key measured
 		t.Errorf("heap grew %d B for %d live keys", grown, maxKeys)
 	}
 	// Once their buckets refill, the flood's keys make room at no loss.
