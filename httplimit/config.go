@@ -29,6 +29,11 @@ type Config struct {
 	// limiter, or a composition of several (sluice.All). It is asked after
 	// PerKey, so a client over its own limit never takes a global slot.
 	// nil: no global limit.
+	//
+	// The middleware calls Acquire with the request's context, so a
+	// limiter's own wait bound (a queue's MaxWait, a bucket's MaxWait)
+	// decides how long a request may wait to be admitted; without one, only
+	// the request's context does.
 	Limiter sluice.Limiter
 
 	// PerKey holds a limiter per key (a *keyed.Map). nil: no per-key limit.
@@ -56,11 +61,17 @@ type Config struct {
 	Policy *RatePolicy
 
 	// OnReject writes the response to a request that was not admitted: a
-	// rejection (err is a *sluice.RejectError) or a wait cut short by the
-	// request's context (err is its error). The Retry-After and RateLimit
-	// fields are already set when it is called. nil: Reject, which sends
-	// 429 or 503 with a short plain-text body.
+	// rejection (err is a *Rejection wrapping the limiter's
+	// *sluice.RejectError) or a wait cut short by the request's context
+	// (err is the context's error). Retry-After and RateLimit are already
+	// set when it is called. nil: Reject, which sends Status(err) with a
+	// short plain-text body.
 	OnReject func(w http.ResponseWriter, r *http.Request, err error)
+
+	// NoWait asks the limiters with TryAcquire: a request is admitted or
+	// rejected at once, never queued, whatever the limiters' own wait
+	// settings. Default false: Acquire with the request's context.
+	NoWait bool
 
 	// DryRun admits every request, counting those that would have been
 	// rejected in Stats.WouldReject. In dry run the middleware never waits:

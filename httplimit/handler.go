@@ -23,6 +23,7 @@ type Handler struct {
 	onReject func(http.ResponseWriter, *http.Request, error)
 	outcome  func(*http.Request, int) sluice.Outcome
 	dryRun   bool
+	noWait   bool // TryAcquire only: NoWait or DryRun
 
 	policyField []string // RateLimit-Policy value, len == cap so appends copy
 	policyName  string   // quoted, for the RateLimit field
@@ -52,6 +53,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		onReject: cfg.OnReject,
 		outcome:  cfg.Outcome,
 		dryRun:   cfg.DryRun,
+		noWait:   cfg.NoWait || cfg.DryRun,
 	}
 	if cfg.PerKey != nil {
 		var err error
@@ -99,33 +101,42 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // quota does not pay for the server's overload.
 func (h *Handler) acquire(r *http.Request) (kp, gp sluice.Permit, err error) {
 	ctx := r.Context()
+	var key string
 	if h.perKey != nil {
-		key, ok := h.key(r)
-		if !ok {
+		var ok bool
+		if key, ok = h.key(r); !ok {
 			key = h.fallback
 			h.fallbacks.Add(1)
 		}
-		if h.dryRun {
+		if h.noWait {
 			kp, err = h.perKey.TryAcquire(key)
 		} else {
 			kp, err = h.perKey.Acquire(ctx, key)
 		}
 		if err != nil {
+			if isRejection(err) {
+				err = &Rejection{Err: err, PerKey: true, Key: key}
+			}
 			return kp, gp, err
 		}
 	}
 	if h.limiter != nil {
-		if h.dryRun {
+		if h.noWait {
 			gp, err = h.limiter.TryAcquire()
 		} else {
 			gp, err = h.limiter.Acquire(ctx)
 		}
 		if err != nil {
 			kp.Cancel()
+			if isRejection(err) {
+				err = &Rejection{Err: err, Key: key}
+			}
 		}
 	}
 	return kp, gp, err
 }
+
+func isRejection(err error) bool { return errors.Is(err, sluice.ErrRejected) }
 
 // reject counts and answers a request that was not admitted. It returns true
 // when the request should be served anyway (dry run).
@@ -143,7 +154,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error) bool
 		return true
 	}
 	h.rejected[re.Reason%sluice.NumReasons].Add(1)
-	setRejectHeaders(w.Header(), re, h.policyName)
+	setRejectHeaders(w.Header(), re.RetryAfter, Status(err), h.policyName)
 	h.onReject(w, r, err)
 	return false
 }
@@ -231,4 +242,18 @@ func (h *Handler) Stats() Stats {
 		s.WouldReject[i] = h.wouldReject[i].Load()
 	}
 	return s
+}
+
+// RejectedTotal is the sum of Rejected over all reasons.
+func (s Stats) RejectedTotal() uint64 { return sum(s.Rejected) }
+
+// WouldRejectTotal is the sum of WouldReject over all reasons.
+func (s Stats) WouldRejectTotal() uint64 { return sum(s.WouldReject) }
+
+func sum(a [sluice.NumReasons]uint64) uint64 {
+	var n uint64
+	for _, v := range a {
+		n += v
+	}
+	return n
 }

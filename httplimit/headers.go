@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -15,11 +16,35 @@ const (
 	headerRateLimit  = "Ratelimit"        // canonical form of RateLimit
 )
 
-// Status returns the response status for a request that was not admitted:
-// 429 Too Many Requests when the client is over a rate (ReasonRate,
-// ReasonTooLarge, ReasonThrottled), 503 Service Unavailable otherwise: the
-// server is at its concurrency limit or overloaded, or the wait ended.
+// Rejection is the error Config.OnReject receives for a rejected request.
+// It wraps the limiter's *sluice.RejectError, so errors.Is and errors.As see
+// the reason and sluice.RetryAfter the hint.
+type Rejection struct {
+	// Err is the limiter's rejection.
+	Err error
+	// PerKey is true when the per-key limiter rejected the request (the
+	// client is over its own share), false for the global Limiter.
+	PerKey bool
+	// Key is the request's key; empty when PerKey is not configured.
+	Key string
+}
+
+func (e *Rejection) Error() string { return e.Err.Error() }
+func (e *Rejection) Unwrap() error { return e.Err }
+
+// Status returns the response status for a request that was not admitted.
+//
+// 429 Too Many Requests says the client is over its quota: any rejection by
+// the per-key limiter, and a rate rejection (ReasonRate, ReasonTooLarge,
+// ReasonThrottled) by the global one. 503 Service Unavailable says the
+// server is at capacity: the global limiter's other reasons (concurrency
+// limit, queue full, queue wait, deadline, shed, store down), and a wait
+// that ended with the request's context.
 func Status(err error) int {
+	var rj *Rejection
+	if errors.As(err, &rj) && rj.PerKey && errors.Is(err, sluice.ErrRejected) {
+		return http.StatusTooManyRequests
+	}
 	switch sluice.ReasonOf(err) {
 	case sluice.ReasonRate, sluice.ReasonTooLarge, sluice.ReasonThrottled:
 		return http.StatusTooManyRequests
@@ -51,16 +76,16 @@ func RetryAfterSeconds(d time.Duration) int64 {
 }
 
 // setRejectHeaders sets Retry-After when the limiter gave a hint and, for a
-// rate rejection under a declared policy, the RateLimit field: nothing
-// remains, more comes after the hint.
-func setRejectHeaders(h http.Header, re *sluice.RejectError, policyName string) {
-	secs := RetryAfterSeconds(re.RetryAfter)
+// 429 under a declared policy, the RateLimit field: nothing remains, more
+// comes after the hint.
+func setRejectHeaders(h http.Header, retryAfter time.Duration, status int, policyName string) {
+	secs := RetryAfterSeconds(retryAfter)
 	if secs == 0 {
 		return
 	}
 	v := strconv.FormatInt(secs, 10)
 	h[headerRetryAfter] = []string{v}
-	if policyName != "" && re.Reason == sluice.ReasonRate {
+	if policyName != "" && status == http.StatusTooManyRequests {
 		h[headerRateLimit] = []string{policyName + ";r=0;t=" + v}
 	}
 }

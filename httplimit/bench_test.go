@@ -1,0 +1,106 @@
+package httplimit
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// discardWriter is a ResponseWriter that keeps nothing, so the benchmarks
+// measure the middleware rather than a recorder.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+
+var benchBody = []byte("ok")
+
+func benchHandlers(b *testing.B) []struct {
+	name string
+	h    http.Handler
+} {
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(benchBody) })
+	open := rate.Config{Rate: rate.Inf}
+	global, err := concurrency.New(concurrency.Config{Limit: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	perIP, err := keyed.New(keyed.Config[*rate.Bucket]{
+		New: func(string) (*rate.Bucket, error) { return rate.NewBucket(open) },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mw := func(cfg Config) http.Handler { return mustNew(b, next, cfg) }
+	return []struct {
+		name string
+		h    http.Handler
+	}{
+		{"bare", next},
+		{"global_concurrency", mw(Config{Limiter: global})},
+		{"per_ip_bucket", mw(Config{PerKey: perIP})},
+		{"per_ip_bucket+global+policy", mw(Config{PerKey: perIP, Limiter: global,
+			Policy: &RatePolicy{Quota: 10, Window: 1e9}})},
+		{"per_ip_bucket/trusted_proxy", mw(Config{PerKey: perIP,
+			ClientIP: IPConfig{TrustedProxies: []string{"10.0.0.0/8"}}})},
+	}
+}
+
+// BenchmarkMiddleware measures the middleware's cost per request against
+// the same handler without it, calling ServeHTTP directly (no network). The
+// limiters always admit, so this is the admit path's overhead.
+func BenchmarkMiddleware(b *testing.B) {
+	for _, c := range benchHandlers(b) {
+		b.Run("handler="+c.name, func(b *testing.B) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "10.1.2.3:4567"
+			r.Header.Set("X-Forwarded-For", "198.51.100.7")
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				c.h.ServeHTTP(w, r)
+			}
+		})
+		b.Run("handler="+c.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "10.1.2.3:4567"
+				w := &discardWriter{h: http.Header{}}
+				for pb.Next() {
+					c.h.ServeHTTP(w, r)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkLoopback puts the same handlers behind a real server on
+// loopback: the middleware's share of a whole request's cost.
+func BenchmarkLoopback(b *testing.B) {
+	for _, c := range benchHandlers(b) {
+		if c.name != "bare" && c.name != "per_ip_bucket+global+policy" {
+			continue
+		}
+		b.Run("handler="+c.name, func(b *testing.B) {
+			srv := httptest.NewServer(c.h)
+			defer srv.Close()
+			client := srv.Client()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}

@@ -1,0 +1,44 @@
+// Package httplimit is net/http server middleware that puts sluice limiters
+// in front of a handler.
+//
+// New wraps a handler with a policy: a global Limiter (any sluice.Limiter or
+// a sluice.All composition) and/or a per-key limit (a *keyed.Map, keyed by a
+// KeyFunc). For each request it takes the per-key permit, then the global
+// one, serves the request, and releases both with the outcome of the work.
+//
+//	perIP, _ := keyed.New(keyed.Config[*rate.Bucket]{
+//		New: func(string) (*rate.Bucket, error) {
+//			return rate.NewBucket(rate.Config{Rate: 10, Burst: 20})
+//		},
+//	})
+//	inFlight, _ := concurrency.New(concurrency.Config{Algorithm: gradient2})
+//	h, err := httplimit.New(mux, httplimit.Config{PerKey: perIP, Limiter: inFlight, NoWait: true})
+//
+// # Keys
+//
+// The default key is the client IP: the TCP peer's address. Forwarding
+// headers are client input and are never read unless ClientIP.TrustedProxies
+// lists the peer; then the middleware reads X-Forwarded-For (or Forwarded)
+// from the right, skips trusted hops and takes the first untrusted address,
+// the one your own proxy saw. IPv6 keys may be masked to a prefix (/64).
+// HeaderKey, PathKey, PatternKey and MethodKey cover API keys and routes; any
+// func is a KeyFunc. A request with no usable key is counted against
+// FallbackKey, not let through.
+//
+// # Responses
+//
+// A rejection answers 429 Too Many Requests when the client is over its
+// share (the per-key limit, or a rate) and 503 Service Unavailable when the
+// server is at capacity (a concurrency limit, a full queue); see Status.
+// Retry-After carries the limiter's hint rounded up to whole seconds, and
+// with a RatePolicy, RateLimit-Policy and RateLimit carry the IETF draft's
+// fields. OnReject replaces the body; DryRun counts would-be rejections and
+// admits everything.
+//
+// # Outcomes
+//
+// Permits are released in a defer, so a panicking handler gives them back.
+// The outcome teaches adaptive limits: a 5xx or a request whose deadline
+// passed is Dropped (overload), a client that left or a hijacked connection
+// is Ignore, anything else is Success with the handler's latency.
+package httplimit

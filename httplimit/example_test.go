@@ -1,0 +1,151 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// A per-client-IP token bucket in front of a handler, behind a load
+// balancer at 10.0.0.1 whose X-Forwarded-For is trusted, plus a global
+// concurrency limit.
+func ExampleNew() {
+	perIP, err := keyed.New(keyed.Config[*rate.Bucket]{
+		New: func(string) (*rate.Bucket, error) {
+			return rate.NewBucket(rate.Config{Rate: 1, Burst: 2})
+		},
+		MaxKeys: 10000,
+	})
+	if err != nil {
+		panic(err)
+	}
+	inFlight, err := concurrency.New(concurrency.Config{Limit: 100})
+	if err != nil {
+		panic(err)
+	}
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
+	h, err := httplimit.New(hello, httplimit.Config{
+		PerKey:   perIP,
+		Limiter:  inFlight,
+		NoWait:   true,
+		ClientIP: httplimit.IPConfig{TrustedProxies: []string{"10.0.0.1"}},
+		Policy:   &httplimit.RatePolicy{Quota: 2, Window: 2 * time.Second},
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	for range 3 {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.1:4711"
+		r.Header.Set("X-Forwarded-For", "192.0.2.1, 198.51.100.7") // the client wrote the first
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d RateLimit-Policy: %s Retry-After: %q RateLimit: %q\n", w.Code,
+			w.Header().Get("RateLimit-Policy"), w.Header().Get("Retry-After"), w.Header().Get("RateLimit"))
+	}
+	fmt.Println("rejected for rate:", h.Stats().Rejected[sluice.ReasonRate])
+	// Output:
+	// 200 RateLimit-Policy: "default";q=2;w=2 Retry-After: "" RateLimit: ""
+	// 200 RateLimit-Policy: "default";q=2;w=2 Retry-After: "" RateLimit: ""
+	// 429 RateLimit-Policy: "default";q=2;w=2 Retry-After: "1" RateLimit: "\"default\";r=0;t=1"
+	// rejected for rate: 1
+}
+
+func ExampleNewClientIP() {
+	ip, err := httplimit.NewClientIP(httplimit.IPConfig{
+		TrustedProxies: []string{"10.0.0.0/8"},
+		IPv6Prefix:     64,
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range []struct{ peer, xff string }{
+		{"203.0.113.9:5000", "1.2.3.4"},                 // untrusted peer: the header is ignored
+		{"10.0.0.1:5000", "1.2.3.4, 198.51.100.7"},      // the proxy saw 198.51.100.7
+		{"10.0.0.1:5000", "198.51.100.7, 10.0.0.2"},     // two trusted hops
+		{"10.0.0.1:5000", "2001:db8:1:2:aaaa::1"},       // masked to its /64
+		{"10.0.0.1:5000", "1.2.3.4, garbage, 10.0.0.2"}, // the walk stops at garbage
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.peer
+		r.Header.Set("X-Forwarded-For", c.xff)
+		key, _ := ip.Key(r)
+		fmt.Println(key)
+	}
+	_, err = httplimit.NewClientIP(httplimit.IPConfig{TrustedProxies: []string{"10.0.0.0/40"}})
+	fmt.Println(err)
+	// Output:
+	// 203.0.113.9
+	// 198.51.100.7
+	// 198.51.100.7
+	// 2001:db8:1:2::/64
+	// 10.0.0.2
+	// httplimit: invalid config: TrustedProxies[0]: "10.0.0.0/40" is not a CIDR prefix or an IP address
+}
+
+func ExampleRetryAfterSeconds() {
+	for _, d := range []time.Duration{1200 * time.Millisecond, 100 * time.Microsecond, 3 * time.Second, 0} {
+		fmt.Println(d, "->", httplimit.RetryAfterSeconds(d))
+	}
+	// Output:
+	// 1.2s -> 2
+	// 100µs -> 1
+	// 3s -> 3
+	// 0s -> 0
+}
+
+func ExampleStatus() {
+	fmt.Println(httplimit.Status(sluice.Reject(sluice.ReasonRate, time.Second)))
+	fmt.Println(httplimit.Status(sluice.Reject(sluice.ReasonQueueFull, 0)))
+	fmt.Println(httplimit.Status(&httplimit.Rejection{Err: sluice.Reject(sluice.ReasonLimit, 0), PerKey: true}))
+	// Output:
+	// 429
+	// 503
+	// 429
+}
+
+// Dry run measures what a policy would do to real traffic before it is
+// enforced.
+func ExampleConfig_dryRun() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 0.1, Burst: 1})
+	h, _ := httplimit.New(http.NotFoundHandler(), httplimit.Config{Limiter: b, DryRun: true})
+	for range 5 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	}
+	s := h.Stats()
+	fmt.Println("admitted:", s.Admitted, "would reject:", s.WouldRejectTotal())
+	// Output:
+	// admitted: 5 would reject: 4
+}
+
+func ExampleHeaderKey() {
+	perKey, _ := keyed.New(keyed.Config[*rate.Bucket]{
+		New: func(string) (*rate.Bucket, error) { return rate.NewBucket(rate.Config{Rate: 0.1, Burst: 1}) },
+	})
+	h, _ := httplimit.New(http.NotFoundHandler(), httplimit.Config{
+		PerKey: perKey, Key: httplimit.HeaderKey("X-Api-Key"), NoWait: true,
+	})
+	for _, key := range []string{"alice", "alice", "bob", ""} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Api-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%q: %d\n", key, w.Code)
+	}
+	fmt.Println("fallback keys:", h.Stats().FallbackKeys)
+	// Output:
+	// "alice": 404
+	// "alice": 429
+	// "bob": 404
+	// "": 404
+	// fallback keys: 1
+}
