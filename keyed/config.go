@@ -51,6 +51,9 @@ type Config[L sluice.Limiter] struct {
 	//
 	// For a token bucket, use at least Burst/Rate: a key evicted before its
 	// bucket refilled comes back with a full bucket, which is a free burst.
+	//
+	// Last use is recorded to within IdleTimeout/64 (a hot key is not
+	// rewritten on every lookup), so a key may go up to that much early.
 	IdleTimeout time.Duration
 }
 
