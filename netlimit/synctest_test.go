@@ -2,6 +2,7 @@ package netlimit
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -173,6 +175,97 @@ func TestCloseEndsEverything(t *testing.T) {
 		served.Close()
 		if s := lim.Stats(); s.InFlight != 0 || s.Queued != 0 {
 			t.Errorf("limiter after Close: %+v", s)
+		}
+	})
+}
+
+// TestQueueTimeoutAnswered: a connection that waits in the limiter's
+// queue past its MaxWait is rejected with the limiter's reason and gets
+// the Reject response, after its request has been read.
+func TestQueueTimeoutAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inner := newPipeListener(2)
+		lim, err := concurrency.New(concurrency.Config{Limit: 1, MaxQueue: 1, MaxWait: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := NewListener(inner, Config{Limiter: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		first := inner.dial()
+		defer first.Close()
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+
+		start := time.Now()
+		second := inner.dial()
+		defer second.Close()
+		go second.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		reply, err := io.ReadAll(second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(reply) != string(DefaultReject) {
+			t.Fatalf("reply %q, want the 429", reply)
+		}
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Errorf("rejected after %v, want MaxWait (100ms)", d)
+		}
+		if s := ln.Stats(); s.Rejected[sluice.ReasonQueueTimeout] != 1 || s.Queued != 0 {
+			t.Errorf("stats %+v, want one queue_timeout rejection", s)
+		}
+	})
+}
+
+// TestMaxPendingBoundsWaiters: with a limiter whose waits are bounded by
+// time, not count (a rate.Bucket waits as long as the context allows),
+// MaxPending is what bounds the connections, and goroutines, waiting.
+func TestMaxPendingBoundsWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inner := newPipeListener(8)
+		bucket, err := rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := NewListener(inner, Config{Limiter: bucket, MaxPending: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		var clients []net.Conn
+		for range 5 {
+			clients = append(clients, inner.dial())
+		}
+		defer func() {
+			for _, c := range clients {
+				c.Close()
+			}
+		}()
+		c, err := ln.Accept() // the bucket's one token
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		synctest.Wait()
+		if s := ln.Stats(); s.Queued != 2 || s.Rejected[sluice.ReasonQueueFull] != 2 {
+			t.Fatalf("stats %+v, want 2 waiting and 2 rejected queue_full", s)
+		}
+		// The waiters get the next tokens, one a second.
+		for i := range 2 {
+			start := time.Now()
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			if d := time.Since(start); d != time.Second {
+				t.Errorf("waiter %d admitted after %v, want 1s", i, d)
+			}
 		}
 	})
 }
