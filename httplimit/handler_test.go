@@ -572,7 +572,15 @@ func TestWriterKeepsOptionalInterfaces(t *testing.T) {
 			io.Copy(w, strings.NewReader("copied"))
 		}
 	}), Config{Limiter: lim})
-	srv := httptest.NewServer(h)
+	// The hijacking handler answers the client before it returns: wait for
+	// the middleware to finish with it before reading its stats.
+	hijackDone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if r.URL.Path == "/hijack" {
+			close(hijackDone)
+		}
+	}))
 	defer srv.Close()
 	for _, path := range []string{"/flush", "/hijack", "/copy"} {
 		resp, err := srv.Client().Get(srv.URL + path)
@@ -585,6 +593,7 @@ func TestWriterKeepsOptionalInterfaces(t *testing.T) {
 			t.Errorf("/copy body %q", body)
 		}
 	}
+	<-hijackDone
 	if !flushed || deadlineErr != nil || !hijacked {
 		t.Errorf("flushed %v, SetWriteDeadline %v, hijacked %v; want true, nil, true", flushed, deadlineErr, hijacked)
 	}
