@@ -60,20 +60,23 @@ func ExampleNewGradient2() {
 		panic(err)
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	observe := func(latency time.Duration, rounds int) {
+	// A service with room for 50: latency is base up to 50 in flight and
+	// grows in proportion beyond. Each round trip runs a full limit.
+	run := func(base time.Duration, rounds int) {
 		for range rounds {
-			g.Observe(now, adaptive.Sample{Latency: latency, InFlight: g.Limit(), Outcome: sluice.Success})
+			inFlight := g.Limit()
+			latency := base * time.Duration(max(inFlight, 50)) / 50
+			g.Observe(now, adaptive.Sample{Latency: latency, InFlight: inFlight, Outcome: sluice.Success})
 			now = now.Add(latency)
 		}
 	}
-	observe(10*time.Millisecond, 20) // steady: the limit grows 0.8 per round trip
-	fmt.Println("steady:", g.Limit())
-	observe(40*time.Millisecond, 10) // four times slower: it shrinks
-	fmt.Println("slow:", g.Limit())
-	observe(40*time.Millisecond, 300) // the long-term average catches up, growth resumes
-	fmt.Println("later:", g.Limit(), "long-term latency:", g.LongLatency().Round(time.Millisecond))
+	run(10*time.Millisecond, 200) // settles at 1.5 × 50: Tolerance's worth of queue
+	fmt.Println("settled:", g.Limit(), "long-term latency:", g.LongLatency())
+	// The service gets twice as slow: latency rises at a load the baseline
+	// was seen at, so it is the service, not this limit's queue.
+	run(20*time.Millisecond, 200)
+	fmt.Println("after the slowdown:", g.Limit(), "long-term latency:", g.LongLatency().Round(time.Millisecond))
 	// Output:
-	// steady: 35
-	// slow: 12
-	// later: 53 long-term latency: 28ms
+	// settled: 76 long-term latency: 10ms
+	// after the slowdown: 76 long-term latency: 20ms
 }

@@ -54,6 +54,11 @@ type Gradient2Config struct {
 //   - recovering: after a long overload long can be far above short; when
 //     long > 2 × short it decays by 5% per round trip instead of waiting
 //     for the average, so the limit is not held low by history;
+//   - the service slowed: a round trip run within the concurrency long is
+//     known to hold at, yet beyond Tolerance × long, cannot be this
+//     limit's queue; long takes its mean at once, instead of over
+//     LongWindow samples (minutes, at a few requests per second, during
+//     which the limit would shrink for nothing);
 //   - not in use (in flight never reached half the limit during the round
 //     trip): the limit does not move;
 //   - a round trip with a Dropped sample: the gradient is 0.5. Netflix's
@@ -73,7 +78,7 @@ type Gradient2Config struct {
 //   - long learns only from samples that started with no more requests in
 //     flight than the concurrency at which long is known to hold (that of
 //     its first samples, raised by every round trip whose mean latency is
-//     within long), or that are themselves no slower than long. Under
+//     within long), or that are no slower than long. Under
 //     sustained overload every sample carries the queue this limit let in;
 //     if long learned from them it would rise with the queue, the gradient
 //     would return to 1 and the limit would grow to MaxLimit. When the
@@ -162,7 +167,15 @@ func (g *Gradient2) Observe(now time.Time, s Sample) int {
 	if short > 0 && short <= g.long.value {
 		g.seenAt = max(g.seenAt, g.rt.maxInFlight) // long holds up to here
 	}
-	if short > 0 && g.long.value > 2*short {
+	switch {
+	case short == 0:
+	case short > g.tolerance*g.long.value && g.rt.maxInFlight <= g.seenAt && g.long.count >= min(10, g.long.n):
+		// Beyond tolerance at a load long held at: the service itself
+		// slowed, this limit queued nothing. Take the new latency as the
+		// baseline now rather than over LongWindow samples, which at a few
+		// requests per second is minutes of shedding.
+		g.long.value = short
+	case g.long.value > 2*short:
 		g.long.value *= 0.95 // latency fell back: let go of the overload
 	}
 	var next float64

@@ -20,9 +20,8 @@ type roundTrip struct {
 	sum         float64       // of their latencies, ns
 	maxInFlight int
 	dropped     bool
-	// The least loaded successes: those that started with at most
-	// lowInFlight + lowInFlight/8 + 1 in flight, lowInFlight being the
-	// fewest of the round trip. Their mean is the round trip's best
+	// The least loaded successes: those that started near (see near)
+	// lowInFlight, the fewest in flight of the round trip. Their mean is the round trip's best
 	// evidence of the latency with no load.
 	lowInFlight int
 	lowN        int
@@ -47,7 +46,7 @@ func (w *roundTrip) add(now time.Time, s Sample) bool {
 		if w.lowN == 0 || s.InFlight < w.lowInFlight {
 			w.lowInFlight, w.lowN, w.lowSum = s.InFlight, 0, 0
 		}
-		if s.InFlight <= w.lowInFlight+w.lowInFlight/8+1 {
+		if near(s.InFlight, w.lowInFlight) {
 			w.lowN++
 			w.lowSum += float64(s.Latency)
 		}
@@ -83,6 +82,13 @@ func (w *roundTrip) next(now time.Time) {
 	}
 	*w = roundTrip{start: now, length: length}
 }
+
+// near reports whether a request that started with n in flight ran under
+// about the same load as one that started with ref: at most an eighth
+// more, plus one. Latency baselines learned at ref are judged, and
+// re-learned, only from requests near it (see Vegas and Gradient2); the
+// slack keeps a limit one or two above ref from locking them out.
+func near(n, ref int) bool { return n <= ref+ref/8+1 }
 
 // learnable reports whether s is an outcome an algorithm learns from.
 // Limiters never pass Ignore or Canceled (see Sample); should one arrive,

@@ -84,7 +84,8 @@ type VegasConfig struct {
 //
 //   - it falls at once to any lower evidence;
 //   - it rises only when, for a whole NoLoadWindow, all the evidence taken
-//     at no more concurrency than the estimate was seen at was higher, and
+//     at about the concurrency the estimate was seen at, or less, was
+//     higher, and
 //     some of it came in the window's second half: the service itself got
 //     slower, and still is. It then becomes the mean of that evidence. Round trips at higher concurrency do not
 //     count: they are slow because of the queue this limit let build, and
@@ -205,7 +206,7 @@ type noLoadMin struct {
 	// seenAt is the highest in-flight count at which evidence no higher
 	// than est was seen: up to it, est is known to hold.
 	seenAt int
-	// The comparable evidence (taken at no more than seenAt in flight) of
+	// The comparable evidence (taken near seenAt in flight or below) of
 	// the current window: the sum and count of its latencies, and when the
 	// latest came.
 	candSum   float64
@@ -225,7 +226,7 @@ func (m *noLoadMin) observe(now time.Time, r float64, k, n int) {
 	if r == m.est {
 		m.seenAt = max(m.seenAt, n)
 	}
-	if n <= m.seenAt {
+	if near(n, m.seenAt) {
 		m.candSum += r * float64(k)
 		m.candN += k
 		m.candLast = now
