@@ -152,7 +152,7 @@ func (g *Gradient2) Observe(now time.Time, s Sample) int {
 		// hold, or that are no slower than it (see the type's doc).
 		r := float64(s.Latency)
 		switch {
-		case g.long.count < min(10, g.long.n):
+		case !g.long.warm():
 			g.long.add(r) // warming up: all there is
 			g.seenAt = max(g.seenAt, s.InFlight)
 		case s.InFlight <= g.seenAt || r <= g.long.value:
@@ -169,7 +169,7 @@ func (g *Gradient2) Observe(now time.Time, s Sample) int {
 	}
 	switch {
 	case short == 0:
-	case short > g.tolerance*g.long.value && g.rt.maxInFlight <= g.seenAt && g.long.count >= min(10, g.long.n):
+	case short > g.tolerance*g.long.value && g.rt.maxInFlight <= g.seenAt && g.long.warm():
 		// Beyond tolerance at a load long held at: the service itself
 		// slowed, this limit queued nothing. Take the new latency as the
 		// baseline now rather than over LongWindow samples, which at a few

@@ -106,9 +106,14 @@ type ewma struct {
 	value float64
 }
 
+// ewmaWarmup is how many first samples an ewma averages plainly.
+const ewmaWarmup = 10
+
+// warm reports whether the warm-up samples are in.
+func (e *ewma) warm() bool { return e.count >= min(ewmaWarmup, e.n) }
+
 func (e *ewma) add(x float64) float64 {
-	const warmup = 10
-	if e.count < min(warmup, e.n) {
+	if !e.warm() {
 		e.count++
 		e.value += (x - e.value) / float64(e.count)
 		return e.value
