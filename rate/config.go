@@ -1,0 +1,170 @@
+package rate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/clock"
+)
+
+// ErrInvalidConfig is matched (errors.Is) by every error about a bad Config
+// field or setter argument.
+var ErrInvalidConfig = errors.New("invalid rate config")
+
+// Config configures a Bucket. The zero Config is a bucket that admits
+// nothing.
+type Config struct {
+	// Rate is the refill rate in tokens per second (events per second, or
+	// bytes per second for a Reader or Writer). Inf (or +Inf) means no limit.
+	// 0 means no refill: the bucket starts with Burst tokens and never gets
+	// more. Must not be negative or NaN. Default 0.
+	Rate float64
+	// Burst is the bucket's capacity: the most tokens available at once and
+	// the most a single request may take. A full bucket admits Burst events
+	// at once. 0 admits nothing unless Rate is Inf. Must not be negative.
+	// Default 0.
+	Burst int
+	// MaxWait bounds how long Wait, WaitN and Acquire wait for tokens: a
+	// request whose tokens come later is rejected at once with
+	// sluice.ReasonQueueTimeout, consuming nothing. 0 means only the
+	// context's deadline bounds the wait. Must not be negative. Default 0.
+	MaxWait time.Duration
+}
+
+func (c Config) validate() error {
+	if err := validRate(c.Rate); err != nil {
+		return err
+	}
+	if err := validBurst(c.Burst); err != nil {
+		return err
+	}
+	if c.MaxWait < 0 {
+		return fmt.Errorf("rate: Config.MaxWait is negative (%v): %w", c.MaxWait, ErrInvalidConfig)
+	}
+	return nil
+}
+
+func validRate(r float64) error {
+	if math.IsNaN(r) || r < 0 {
+		return fmt.Errorf("rate: Config.Rate must be >= 0, got %v: %w", r, ErrInvalidConfig)
+	}
+	return nil
+}
+
+func validBurst(b int) error {
+	if b < 0 {
+		return fmt.Errorf("rate: Config.Burst must be >= 0, got %d: %w", b, ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Config returns the bucket's current configuration.
+func (b *Bucket) Config() Config {
+	s, _ := b.load()
+	return Config{Rate: s.rate, Burst: int(s.burst), MaxWait: s.maxWait}
+}
+
+// SetRate changes the rate at once. The tokens in the bucket (and any debt
+// of waiting reservations) are kept; they refill at the new rate from now.
+// Callers already waiting keep the wake-up time they were given.
+func (b *Bucket) SetRate(r float64) error {
+	if err := validRate(r); err != nil {
+		return err
+	}
+	b.reconfigure(0, true, func(c *Config) { c.Rate = r })
+	return nil
+}
+
+// SetRateAt is SetRate at time now: the new rate applies from now. Pass the
+// latest time the bucket has seen: an earlier now re-rates the time in
+// between, so tokens accrued then are counted again at the new rate.
+func (b *Bucket) SetRateAt(now time.Time, r float64) error {
+	if err := validRate(r); err != nil {
+		return err
+	}
+	b.reconfigure(at(now), false, func(c *Config) { c.Rate = r })
+	return nil
+}
+
+// SetBurst changes the burst at once. Tokens above the new burst are lost.
+func (b *Bucket) SetBurst(n int) error {
+	if err := validBurst(n); err != nil {
+		return err
+	}
+	b.reconfigure(0, true, func(c *Config) { c.Burst = n })
+	return nil
+}
+
+// SetBurstAt is SetBurst at time now; see SetRateAt about now.
+func (b *Bucket) SetBurstAt(now time.Time, n int) error {
+	if err := validBurst(n); err != nil {
+		return err
+	}
+	b.reconfigure(at(now), false, func(c *Config) { c.Burst = n })
+	return nil
+}
+
+// SetMaxWait changes Config.MaxWait for later waits.
+func (b *Bucket) SetMaxWait(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("rate: Config.MaxWait is negative (%v): %w", d, ErrInvalidConfig)
+	}
+	b.reconfigure(0, true, func(c *Config) { c.MaxWait = d })
+	return nil
+}
+
+// reconfigure replaces the current state by one with the edited config,
+// carrying the tokens over at now (read from the clock under the lock when
+// live, so that a setter's time is as late as possible: clock reads that
+// raced ahead of it can only be a few nanoseconds later).
+func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if live {
+		now = clock.Nanos()
+	}
+	old, w := b.load()
+	cfg := Config{Rate: old.rate, Burst: int(old.burst), MaxWait: old.maxWait}
+	edit(&cfg)
+	s := &state{params: compile(cfg), base: now}
+	if old != &zeroState {
+		w = b.retire(old)
+	}
+	var tk float64
+	if u, in := old.units(now); in {
+		tk = old.tokens(w, u)
+	} else {
+		// now is too far from the old base to convert: rebase the word
+		// first (exact), then read it.
+		tk = old.tokens(old.moved(w, now), 0)
+	}
+	if old.mode == modeInf && s.mode != modeInf {
+		tk = float64(s.burst) // leaving Inf: start full, as a new bucket would
+	}
+	s.word.Store(s.fromTokens(tk, 0))
+	b.st.Store(s)
+}
+
+// rebase moves the base of s to now, keeping its word exactly.
+func (b *Bucket) rebase(s *state, now int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.st.Load() != s {
+		return // a setter or another rebase got there first
+	}
+	ns := &state{params: s.params, base: now}
+	w := b.retire(s)
+	ns.word.Store(s.moved(w, now))
+	b.st.Store(ns)
+}
+
+// moved returns word w of s re-expressed relative to base now.
+func (s *state) moved(w int64, now int64) int64 {
+	if s.mode != modeRate || w == eMin {
+		return w
+	}
+	d := satSub(s.base, now) // ns from the new base to the old one
+	return satAdd(w, satShl(d, s.shift))
+}
