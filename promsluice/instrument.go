@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // Option configures Instrument.
@@ -78,10 +78,10 @@ func checkBuckets(b []float64) error {
 // Acquire calls the wrapped limiter's Acquire and, if it admits, observes
 // how long it took.
 func (w *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
-	start := time.Now()
+	start := clock.Nanos()
 	p, err := w.l.Acquire(ctx)
 	if err == nil {
-		w.hist.Observe(time.Since(start).Seconds())
+		w.hist.Observe(float64(clock.Nanos()-start) / 1e9)
 	}
 	return p, err
 }
