@@ -16,7 +16,7 @@ var ErrInvalidConfig = fmt.Errorf("netlimit: %w", sluice.ErrInvalidConfig)
 // DefaultReject is the answer written to a rejected connection when
 // Config.Reject is nil: a complete HTTP/1.1 response that any HTTP client
 // reads as 429 and that tells it the connection is over.
-var DefaultReject = []byte("HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+const DefaultReject = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 // Defaults for the Config fields whose zero value means "default".
 const (
@@ -120,7 +120,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.RejectQueue = DefaultRejectQueue
 	}
 	if c.Reject == nil {
-		c.Reject = DefaultReject
+		c.Reject = []byte(DefaultReject)
+	} else {
+		c.Reject = append([]byte{}, c.Reject...) // the caller may reuse theirs
 	}
 	return c, nil
 }

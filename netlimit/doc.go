@@ -15,8 +15,8 @@
 // # What happens to a connection
 //
 // One goroutine takes connections from the inner listener as fast as the
-// kernel hands them over, so the kernel's backlog stays empty and the
-// decisions are the Listener's, not the kernel's:
+// kernel hands them over (unless an accept rate holds it back), so the
+// decisions are the Listener's, not the kernel's backlog's:
 //
 //  1. AcceptRate, if set, is a token bucket on connections taken from the
 //     kernel. By default the loop waits for a token before deciding on the
@@ -32,7 +32,12 @@
 //     connections waiting at once whatever the limiter.
 //  3. A rejected connection is written Reject (by default a bare HTTP 429)
 //     and closed, by a small fixed pool of goroutines with a deadline on
-//     each answer, so a slow client never stalls the accept loop; when
+//     each answer, so a slow client never stalls the accept loop. The
+//     rejecter first reads the client's request (an HTTP client takes an
+//     answer that comes before its request for a broken connection; see
+//     Config.ServerSpeaksFirst for protocols that want it at once), and
+//     after answering waits for the client to hang up so that the answer
+//     is not destroyed by a reset. When
 //     the pool is busy the connection is closed with no answer at all
 //     (counted by Unanswered). Nothing grows one goroutine per rejection.
 //
@@ -42,8 +47,8 @@
 //
 // Stats reports the Listener's own counts in the shape of sluice.Stats
 // (connections handed out as Admitted, rejections by reason, open
-// connections as InFlight, waiting connections as Queued), so a
-// promsluice collector can scrape it like any limiter.
+// connections as InFlight, waiting connections as Queued), so
+// promsluice.NewCollector exports it like any limiter.
 //
 // Close stops the accept loop, closes every connection that was not yet
 // handed out and waits for every goroutine the Listener started.

@@ -93,7 +93,7 @@ func TestBurst(t *testing.T) {
 	// The rejections arrive while no served connection has been closed:
 	// they did not wait for a slot.
 	for i := range burst - limit - queue {
-		if got := recv(t, replies, "a rejection"); got != string(DefaultReject) {
+		if got := recv(t, replies, "a rejection"); got != DefaultReject {
 			t.Fatalf("reply %d = %q, want the 429", i, got)
 		}
 	}

@@ -210,7 +210,7 @@ func TestQueueTimeoutAnswered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(reply) != string(DefaultReject) {
+		if string(reply) != DefaultReject {
 			t.Fatalf("reply %q, want the 429", reply)
 		}
 		if d := time.Since(start); d != 100*time.Millisecond {
@@ -268,4 +268,54 @@ func TestMaxPendingBoundsWaiters(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRejectResponses: a custom response, written at once when the server
+// speaks first; an empty one, which just closes the connection.
+func TestRejectResponses(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		reject      []byte
+		serverFirst bool
+		want        string
+	}{
+		{"custom, server speaks first", []byte("421 busy\r\n"), true, "421 busy\r\n"},
+		{"empty", []byte{}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				inner := newPipeListener(2)
+				ln, err := NewListener(inner, Config{
+					Limiter:           newConcurrency(t, 1, 0),
+					Reject:            tc.reject,
+					ServerSpeaksFirst: tc.serverFirst,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+				first := inner.dial()
+				defer first.Close()
+				c, err := ln.Accept()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+
+				start := time.Now()
+				second := inner.dial() // sends nothing
+				defer second.Close()
+				reply, err := io.ReadAll(second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(reply) != tc.want {
+					t.Errorf("reply %q, want %q", reply, tc.want)
+				}
+				if d := time.Since(start); d != 0 {
+					t.Errorf("answered after %v, want at once", d)
+				}
+			})
+		})
+	}
 }
