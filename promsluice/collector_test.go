@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/netlimit"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -322,3 +323,12 @@ func TestInstrumentedFastPathAllocs(t *testing.T) {
 		t.Errorf("%v allocations per admission, want 0", n)
 	}
 }
+
+// The sources the package doc promises, checked by the compiler.
+var (
+	_ Source      = (*netlimit.Listener)(nil)
+	_ Source      = (*client.Throttler)(nil)
+	_ Source      = (*rate.Bucket)(nil)
+	_ KeyedSource = (*keyed.Map[*concurrency.Limiter])(nil)
+	_ KeyedSource = (*keyed.Buckets)(nil)
+)
