@@ -39,7 +39,7 @@ type Limiter struct {
 	counters     counter.Counters // rejections
 	queued       atomic.Int64     // mirror of core.Queued for Stats
 	// meanSvc is the Core's service-time estimate while the fast path is
-	// open (see releaseFast); ns.
+	// open (see releaseFast and enter); ns.
 	meanSvc atomic.Int64
 	// noAlgorithm reports that a release may skip the Core when nobody is
 	// queued: there is no Algorithm to feed.
@@ -137,9 +137,6 @@ func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration) {
 	l := (*Limiter)(r)
 	if l.noAlgorithm || o == sluice.Ignore || o == sluice.Canceled {
-		if s := l.hot.state.Load(); fastRelease(s) && l.hot.state.CompareAndSwap(s, s-1) {
-			return
-		}
 		if l.releaseFast(o, latency) {
 			return
 		}

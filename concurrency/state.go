@@ -87,38 +87,45 @@ func (l *Limiter) tryFast() (uint64, bool) {
 	}
 }
 
-// fastRelease reports whether state word s lets a release be a plain CAS
-// to s-1 with no latency sample: the fast path is open and this is not
-// one release in 64 (by the admission count), whose latency feeds the
+// releaseFast gives a permit back with one atomic add, and reports whether
+// the fast path was open. If it was not, the decrement landed on the
+// word's mirror of the Core's count, which the next leave overwrites, and
+// the caller must release through the Core; enter, which does not copy the
+// count while the fast path is already closed, keeps the Core's count
+// exact meanwhile. The word's count cannot underflow: it never falls below
+// the permits whose releases have not yet reached it.
+//
+// One release in 64 (by the admission count) also feeds its latency to the
 // service-time estimate that deadline-aware admission needs once a queue
-// forms. Release makes that one attempt inline and falls back to
-// releaseFast.
-func fastRelease(s uint64) bool { return s&slowBit == 0 && s>>countShift&63 != 0 }
-
-// releaseFast gives a permit back while the fast path is open, and reports
-// whether it did; it takes the latency samples (a load and a store that may
-// lose a concurrent sample, which an average can afford).
+// forms.
 func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
-	for {
-		s := l.hot.state.Load()
-		if s&slowBit != 0 {
-			return false
-		}
-		if l.hot.state.CompareAndSwap(s, s-1) {
-			if s>>countShift&63 == 0 && o != sluice.Canceled && latency > 0 {
-				l.meanSvc.Store(ewma(l.meanSvc.Load(), int64(latency)))
-			}
-			return true
-		}
+	s := l.hot.state.Add(^uint64(0))
+	if s&slowBit != 0 {
+		return false
 	}
+	if s>>countShift&63 == 0 && o != sluice.Canceled && latency > 0 {
+		l.sample(latency)
+	}
+	return true
 }
 
-// enter makes the Core the truth: it closes the fast path and brings the
-// Core's in-flight count up to date. Call with mu held.
+// sample folds a latency into the fast path's service-time estimate. The
+// load and store may lose a concurrent sample, which an average can afford.
+func (l *Limiter) sample(latency time.Duration) {
+	l.meanSvc.Store(ewma(l.meanSvc.Load(), int64(latency)))
+}
+
+// enter makes the Core the truth: it closes the fast path and, if it was
+// open, brings the Core's in-flight count and estimate up to date from it.
+// If it was already closed the Core is already the truth (and the word's
+// count may be off by releases on their way to mu). Call with mu held.
 func (l *Limiter) enter() {
 	for {
 		s := l.hot.state.Load()
-		if s&slowBit != 0 || l.hot.state.CompareAndSwap(s, s|slowBit) {
+		if s&slowBit != 0 {
+			return
+		}
+		if l.hot.state.CompareAndSwap(s, s|slowBit) {
 			l.core.inFlight = int(s & inFlightMask)
 			l.core.meanSvc = l.meanSvc.Load()
 			return
