@@ -33,6 +33,7 @@ type Handler struct {
 	rejected    [sluice.NumReasons]atomic.Uint64
 	wouldReject [sluice.NumReasons]atomic.Uint64
 	canceled    atomic.Uint64
+	perKeyRej   atomic.Uint64
 	fallbacks   atomic.Uint64
 	outcomes    [sluice.Canceled + 1]atomic.Uint64
 }
@@ -154,6 +155,9 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error) bool
 		return true
 	}
 	h.rejected[re.Reason%sluice.NumReasons].Add(1)
+	if rj, ok := err.(*Rejection); ok && rj.PerKey {
+		h.perKeyRej.Add(1)
+	}
 	setRejectHeaders(w.Header(), re.RetryAfter, Status(err), h.policyName)
 	h.onReject(w, r, err)
 	return false
@@ -213,6 +217,10 @@ type Stats struct {
 	Admitted uint64
 	// Rejected counts rejections by reason; index it with a sluice.Reason.
 	Rejected [sluice.NumReasons]uint64
+	// RejectedPerKey counts the rejections (included in Rejected) that
+	// came from the per-key limiter: clients over their own share, as
+	// opposed to a server at capacity.
+	RejectedPerKey uint64
 	// WouldReject counts, in dry run, the requests that would have been
 	// rejected, by reason. They are also counted in Admitted.
 	WouldReject [sluice.NumReasons]uint64
@@ -229,13 +237,14 @@ type Stats struct {
 // Stats returns the middleware's counters.
 func (h *Handler) Stats() Stats {
 	s := Stats{
-		Requests:     h.requests.Load(),
-		Admitted:     h.admitted.Load(),
-		Canceled:     h.canceled.Load(),
-		FallbackKeys: h.fallbacks.Load(),
-		Succeeded:    h.outcomes[sluice.Success].Load(),
-		Dropped:      h.outcomes[sluice.Dropped].Load(),
-		Ignored:      h.outcomes[sluice.Ignore].Load(),
+		Requests:       h.requests.Load(),
+		Admitted:       h.admitted.Load(),
+		Canceled:       h.canceled.Load(),
+		RejectedPerKey: h.perKeyRej.Load(),
+		FallbackKeys:   h.fallbacks.Load(),
+		Succeeded:      h.outcomes[sluice.Success].Load(),
+		Dropped:        h.outcomes[sluice.Dropped].Load(),
+		Ignored:        h.outcomes[sluice.Ignore].Load(),
 	}
 	for i := range s.Rejected {
 		s.Rejected[i] = h.rejected[i].Load()

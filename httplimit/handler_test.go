@@ -118,8 +118,12 @@ func TestStatusByReason(t *testing.T) {
 			if got := w.Header().Get("Retry-After"); got != "2" {
 				t.Errorf("Retry-After %q, want 2 (1.5s rounded up)", got)
 			}
-			if got := h.Stats().Rejected[tt.reason]; got != 1 {
-				t.Errorf("Stats.Rejected[%v] = %d, want 1", tt.reason, got)
+			s := h.Stats()
+			if s.Rejected[tt.reason] != 1 || s.RejectedTotal() != 1 {
+				t.Errorf("Stats.Rejected = %v, want 1 for %v", s.Rejected, tt.reason)
+			}
+			if wantPK := map[bool]uint64{true: 1}[tt.perKey]; s.RejectedPerKey != wantPK {
+				t.Errorf("Stats.RejectedPerKey = %d, want %d", s.RejectedPerKey, wantPK)
 			}
 		})
 	}

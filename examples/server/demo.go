@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// group is a set of demo clients sending at the same rate.
+type group struct {
+	name    string
+	clients int
+	rps     float64 // per client
+
+	mu        sync.Mutex
+	sent      int
+	byStatus  map[int]int
+	errs      int
+	okLatency []time.Duration
+}
+
+func (g *group) record(status int, err error, latency time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case err != nil:
+		g.errs++
+	default:
+		g.byStatus[status]++
+		if status == http.StatusOK {
+			g.okLatency = append(g.okLatency, latency)
+		}
+	}
+}
+
+// demo serves s on loopback, sends open-loop load from a greedy client and a
+// crowd for o.duration, and prints what each group got and what the server
+// counted.
+func demo(ctx context.Context, o options, s *server, out io.Writer) error {
+	ln, err := listenLoopback()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	groups := []*group{
+		{name: "greedy", clients: 1, rps: 10 * o.rate},
+		{name: "crowd", clients: o.crowd, rps: o.rate / 2},
+	}
+	fmt.Fprintf(out, "demo: %v per client IP (burst %d); backend %d workers x %v = %.0f req/s\n",
+		o.rate, o.burst, o.workers, o.work, float64(o.workers)/o.work.Seconds())
+	for _, g := range groups {
+		fmt.Fprintf(out, "  %-6s %3d client(s) at %5.1f req/s each\n", g.name, g.clients, g.rps)
+	}
+
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
+	loadCtx, cancel := context.WithTimeout(ctx, o.duration)
+	var wg sync.WaitGroup
+	url := "http://" + ln.Addr().String() + "/"
+	for gi, g := range groups {
+		g.byStatus = map[int]int{}
+		for c := range g.clients {
+			ip := fmt.Sprintf("198.51.%d.%d", 100+gi, c+1)
+			wg.Go(func() { drive(loadCtx, client, url, ip, g, &wg) })
+		}
+	}
+	wg.Wait()
+	cancel()
+	tr.CloseIdleConnections()
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-served; err != http.ErrServerClosed {
+		return err
+	}
+	report(out, groups, s)
+	return nil
+}
+
+// drive sends requests as ip at g.rps on a fixed schedule, whether or not
+// the previous ones have finished (open loop, as real clients do).
+func drive(ctx context.Context, client *http.Client, url, ip string, g *group, wg *sync.WaitGroup) {
+	tick := time.NewTicker(time.Duration(float64(time.Second) / g.rps))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		g.mu.Lock()
+		g.sent++
+		g.mu.Unlock()
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(context.WithoutCancel(ctx), "GET", url, nil)
+			req.Header.Set("X-Forwarded-For", ip)
+			start := time.Now()
+			resp, err := client.Do(req)
+			status := 0
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				status = resp.StatusCode
+			}
+			g.record(status, err, time.Since(start))
+		})
+	}
+}
+
+func report(out io.Writer, groups []*group, s *server) {
+	fmt.Fprintln(out, "results:")
+	for _, g := range groups {
+		slices.Sort(g.okLatency)
+		fmt.Fprintf(out, "  %-6s sent=%d ok=%d 429=%d 503=%d other=%d errors=%d ok_p50=%v ok_p99=%v\n",
+			g.name, g.sent, g.byStatus[200], g.byStatus[429], g.byStatus[503],
+			g.sent-g.byStatus[200]-g.byStatus[429]-g.byStatus[503]-g.errs, g.errs,
+			quantile(g.okLatency, 0.50), quantile(g.okLatency, 0.99))
+	}
+	st := s.handler.Stats()
+	fmt.Fprintf(out, "middleware: requests=%d admitted=%d rejected=%d (per-ip %d); by reason:",
+		st.Requests, st.Admitted, st.RejectedTotal(), st.RejectedPerKey)
+	for r, n := range st.Rejected {
+		if n > 0 {
+			fmt.Fprintf(out, " %v=%d", sluice.Reason(r), n)
+		}
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "outcomes: success=%d dropped=%d ignored=%d; adaptive concurrency limit now %.0f\n",
+		st.Succeeded, st.Dropped, st.Ignored, s.global.Stats().Limit)
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(int(q*float64(len(sorted))), len(sorted)-1)].Round(time.Millisecond / 10)
+}

@@ -1,0 +1,207 @@
+// Command server is a net/http server protected by sluice: a token bucket
+// per client IP (429 when a client is over its share) and a global adaptive
+// concurrency limit (503 when the server is at capacity), in front of a
+// backend with a fixed number of workers.
+//
+//	go run ./examples/server                  # serve on :8080 until interrupted
+//	go run ./examples/server -demo            # serve on loopback, load it for 3 s, print a summary, exit
+//
+// In demo mode one greedy client sends ten times its share while a crowd of
+// polite clients, each within its share, together ask for more than the
+// backend can do: the greedy one gets 429s, the crowd gets 503s once the
+// adaptive limit finds the backend's capacity, and the requests admitted
+// stay fast. The demo's load generator plays a trusted proxy on 127.0.0.1
+// and names its clients in X-Forwarded-For.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/rate"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "server:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+type options struct {
+	addr     string
+	rate     float64
+	burst    int
+	workers  int
+	work     time.Duration
+	trusted  string
+	demo     bool
+	duration time.Duration
+	crowd    int
+}
+
+func parse(args []string, out io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.addr, "addr", ":8080", "address to listen on (ignored with -demo, which uses loopback)")
+	fs.Float64Var(&o.rate, "rate", 20, "requests per second each client IP may send")
+	fs.IntVar(&o.burst, "burst", 20, "requests a client IP may send at once after a pause")
+	fs.IntVar(&o.workers, "workers", 4, "requests the backend works on at once")
+	fs.DurationVar(&o.work, "work", 20*time.Millisecond, "time the backend spends on a request")
+	fs.StringVar(&o.trusted, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
+	fs.BoolVar(&o.demo, "demo", false, "serve on loopback, drive the server with demo clients, print a summary and exit")
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "how long the demo load runs")
+	fs.IntVar(&o.crowd, "crowd", 30, "polite clients in the demo, each at half its share")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case !(o.rate > 0) || math.IsInf(o.rate, 0):
+		return o, fmt.Errorf("-rate must be a positive number, got %v", o.rate)
+	case o.burst < 1:
+		return o, fmt.Errorf("-burst must be at least 1, got %d", o.burst)
+	case o.workers < 1:
+		return o, fmt.Errorf("-workers must be at least 1, got %d", o.workers)
+	case o.work <= 0:
+		return o, fmt.Errorf("-work must be positive, got %v", o.work)
+	case o.duration <= 0:
+		return o, fmt.Errorf("-duration must be positive, got %v", o.duration)
+	case o.crowd < 0:
+		return o, fmt.Errorf("-crowd must not be negative, got %d", o.crowd)
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	o, err := parse(args, out)
+	if err != nil {
+		return err
+	}
+	var trusted []string
+	if o.trusted != "" {
+		trusted = strings.Split(o.trusted, ",")
+	}
+	if o.demo {
+		trusted = append(trusted, "127.0.0.1") // the demo's load generator
+	}
+	s, err := newServer(o, trusted)
+	if err != nil {
+		return err
+	}
+	if o.demo {
+		return demo(ctx, o, s, out)
+	}
+	srv := &http.Server{Addr: o.addr, Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	fmt.Fprintf(out, "serving on %s: %v req/s (burst %d) per client IP, adaptive concurrency limit over %d workers\n",
+		o.addr, o.rate, o.burst, o.workers)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
+
+// server is the protected handler and the limiters it reports on.
+type server struct {
+	handler *httplimit.Handler
+	global  *concurrency.Limiter
+}
+
+func newServer(o options, trusted []string) (*server, error) {
+	perIP, err := keyed.New(keyed.Config[*rate.Bucket]{
+		New: func(string) (*rate.Bucket, error) {
+			// A short wait smooths a client's small bursts; past it the
+			// client is told to come back (429) instead of piling up.
+			return rate.NewBucket(rate.Config{Rate: o.rate, Burst: o.burst, MaxWait: 10 * time.Millisecond})
+		},
+		MaxKeys:     100_000,
+		IdleTimeout: time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Gradient2 finds the concurrency at which latency starts to rise: the
+	// backend's worker count, which the server is not told.
+	alg, err := adaptive.NewGradient2(adaptive.Gradient2Config{InitialLimit: 20, MinLimit: 1, MaxLimit: 200})
+	if err != nil {
+		return nil, err
+	}
+	global, err := concurrency.New(concurrency.Config{
+		Algorithm:  alg,
+		MaxQueue:   50,
+		MaxWait:    100 * time.Millisecond,
+		Discipline: concurrency.AdaptiveLIFO,
+	})
+	if err != nil {
+		return nil, err
+	}
+	window := time.Duration(math.Ceil(float64(o.burst)/o.rate)) * time.Second
+	h, err := httplimit.New(newBackend(o.workers, o.work), httplimit.Config{
+		PerKey:   perIP,
+		Limiter:  global,
+		ClientIP: httplimit.IPConfig{TrustedProxies: trusted, IPv6Prefix: 64},
+		Policy:   &httplimit.RatePolicy{Name: "per-ip", Quota: o.burst, Window: max(window, time.Second)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &server{handler: h, global: global}, nil
+}
+
+// backend stands for the work being protected: a fixed number of workers,
+// each request taking a fixed time; extra requests queue for a worker, so
+// latency grows with load past capacity, as a real service's does.
+type backend struct {
+	workers chan struct{}
+	work    time.Duration
+}
+
+func newBackend(workers int, work time.Duration) *backend {
+	return &backend{workers: make(chan struct{}, workers), work: work}
+}
+
+func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	select {
+	case b.workers <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-b.workers }()
+	t := time.NewTimer(b.work)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		io.WriteString(w, "done\n")
+	case <-ctx.Done():
+	}
+}
+
+// listenLoopback listens on an ephemeral loopback port.
+func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
