@@ -110,9 +110,21 @@ type RejectError struct {
 }
 
 // Reject returns a *RejectError; a convenience for limiter implementations.
+// Without a retry-after hint it returns one shared error per reason, so the
+// rejection path does not allocate: a *RejectError must never be modified.
 func Reject(r Reason, retryAfter time.Duration) error {
+	if retryAfter <= 0 && int(r) < len(sharedRejects) {
+		return &sharedRejects[r]
+	}
 	return &RejectError{Reason: r, RetryAfter: retryAfter}
 }
+
+var sharedRejects = func() (a [NumReasons]RejectError) {
+	for i := range a {
+		a[i].Reason = Reason(i)
+	}
+	return a
+}()
 
 func (e *RejectError) Error() string {
 	s := e.Reason.Err().Error()

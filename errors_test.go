@@ -1,0 +1,92 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestRejectErrorMatchesItsReason(t *testing.T) {
+	for r := sluice.Reason(0); r < sluice.NumReasons; r++ {
+		for _, hint := range []time.Duration{0, 1500 * time.Millisecond} {
+			err := fmt.Errorf("wrapped: %w", sluice.Reject(r, hint))
+			if !errors.Is(err, sluice.ErrRejected) || !errors.Is(err, r.Err()) {
+				t.Errorf("%v (hint %v): does not match ErrRejected and %v", r, hint, r.Err())
+			}
+			for o := sluice.Reason(1); o < sluice.NumReasons; o++ {
+				if o != r && errors.Is(err, o.Err()) {
+					t.Errorf("%v matches the sentinel of %v", r, o)
+				}
+			}
+			if got := errors.Is(err, context.DeadlineExceeded); got != (r == sluice.ReasonDeadline) {
+				t.Errorf("%v: errors.Is(DeadlineExceeded) = %v", r, got)
+			}
+			if got, ok := sluice.RetryAfter(err); !ok || got != hint {
+				t.Errorf("%v: RetryAfter = %v, %v; want %v, true", r, got, ok, hint)
+			}
+			if sluice.ReasonOf(err) != r {
+				t.Errorf("ReasonOf = %v, want %v", sluice.ReasonOf(err), r)
+			}
+		}
+	}
+	if _, ok := sluice.RetryAfter(errors.New("other")); ok {
+		t.Error("RetryAfter reports a hint for a foreign error")
+	}
+	if sluice.ReasonOf(context.Canceled) != sluice.ReasonUnknown {
+		t.Error("a cancelled context is not a rejection")
+	}
+}
+
+func TestRejectWithoutHintDoesNotAllocate(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = sluice.Reject(sluice.ReasonQueueFull, 0) }); n != 0 {
+		t.Errorf("Reject without a hint allocates %v times", n)
+	}
+}
+
+func TestReasonAndOutcomeNames(t *testing.T) {
+	for r := sluice.Reason(0); r < sluice.NumReasons; r++ {
+		if s := r.String(); s == "" || s[0] == 'r' && s != "rate" {
+			t.Errorf("reason %d has no name: %q", r, s)
+		}
+	}
+	if got := sluice.Reason(200).String(); got != "reason(200)" {
+		t.Errorf("unknown reason prints %q", got)
+	}
+	if got := sluice.Outcome(9).String(); got != "outcome(9)" {
+		t.Errorf("unknown outcome prints %q", got)
+	}
+}
+
+func TestPermitReleasesOnce(t *testing.T) {
+	var calls int
+	p := sluice.NewPermit(releaserFunc(func(uint64, sluice.Outcome, time.Duration) { calls++ }), 7)
+	if !p.Held() {
+		t.Fatal("a new permit is not held")
+	}
+	p.Release(sluice.Success, time.Millisecond)
+	p.Release(sluice.Success, time.Millisecond)
+	p.Cancel()
+	if calls != 1 || p.Held() {
+		t.Fatalf("released %d times, held %v; want once, not held", calls, p.Held())
+	}
+	var zero sluice.Permit
+	zero.Release(sluice.Dropped, 0) // must not panic
+}
+
+type releaserFunc func(uint64, sluice.Outcome, time.Duration)
+
+func (f releaserFunc) Release(tok uint64, o sluice.Outcome, d time.Duration) { f(tok, o, d) }
+
+func ExampleRejectError() {
+	err := fmt.Errorf("GET /: %w", sluice.Reject(sluice.ReasonRate, 1500*time.Millisecond))
+	retry, _ := sluice.RetryAfter(err)
+	fmt.Println(errors.Is(err, sluice.ErrRateLimited), sluice.ReasonOf(err), retry)
+	fmt.Println(err)
+	// Output:
+	// true rate 1.5s
+	// GET /: sluice: rate limited (retry after 1.5s)
+}
