@@ -21,7 +21,7 @@ func (w *discardWriter) WriteHeader(int)             {}
 
 var benchBody = []byte("ok")
 
-func benchHandlers(b *testing.B) []struct {
+func benchHandlers(b testing.TB) []struct {
 	name string
 	h    http.Handler
 } {
@@ -47,6 +47,8 @@ func benchHandlers(b *testing.B) []struct {
 		{"per_ip_bucket", mw(Config{PerKey: perIP})},
 		{"per_ip_bucket+global+policy", mw(Config{PerKey: perIP, Limiter: global,
 			Policy: &RatePolicy{Quota: 10, Window: 1e9}})},
+		{"per_ip_bucket+global+remaining", mw(Config{PerKey: perIP, Limiter: global,
+			Policy: &RatePolicy{Quota: 10, Window: 1e9, Remaining: BucketRemaining(perIP.Get)}})},
 		{"per_ip_bucket/trusted_proxy", mw(Config{PerKey: perIP,
 			ClientIP: IPConfig{TrustedProxies: []string{"10.0.0.0/8"}}})},
 	}
@@ -102,5 +104,34 @@ func BenchmarkLoopback(b *testing.B) {
 				resp.Body.Close()
 			}
 		})
+	}
+}
+
+// TestAdmitAllocations pins the admit path's allocations: the status
+// writer (it escapes to the handler) and, per key, the key string.
+func TestAdmitAllocations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	want := map[string]float64{
+		"global_concurrency":          1,
+		"per_ip_bucket":               2,
+		"per_ip_bucket+global+policy": 2,
+		"per_ip_bucket/trusted_proxy": 2,
+		// + the RateLimit value and its []string
+		"per_ip_bucket+global+remaining": 4,
+	}
+	for _, c := range benchHandlers(t) {
+		if c.name == "bare" {
+			continue
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.1.2.3:4567"
+		r.Header.Set("X-Forwarded-For", "198.51.100.7")
+		w := &discardWriter{h: http.Header{}}
+		got := testing.AllocsPerRun(200, func() { c.h.ServeHTTP(w, r) })
+		if got > want[c.name] {
+			t.Errorf("%s: %v allocations per request, want at most %v", c.name, got, want[c.name])
+		}
 	}
 }

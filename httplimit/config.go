@@ -106,6 +106,13 @@ type RatePolicy struct {
 	// Window is the policy's time window, whole seconds of at least 1
 	// (the field has no sub-second precision). Required.
 	Window time.Duration
+	// Remaining, if set, reports what is left of the quota of key (""
+	// without PerKey) once a request was admitted, for the RateLimit field
+	// of admitted responses: remaining is "r", reset (rounded up to whole
+	// seconds) is "t", the time until the quota is whole again; a negative
+	// reset (never) leaves "t" out. BucketRemaining builds it for token
+	// buckets. nil: RateLimit is sent only with 429 responses (r=0).
+	Remaining func(key string) (remaining int, reset time.Duration)
 }
 
 // compiled returns the RateLimit-Policy field value and the quoted name.

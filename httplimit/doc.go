@@ -30,10 +30,12 @@
 // A rejection answers 429 Too Many Requests when the client is over its
 // share (the per-key limit, or a rate) and 503 Service Unavailable when the
 // server is at capacity (a concurrency limit, a full queue); see Status.
-// Retry-After carries the limiter's hint rounded up to whole seconds, and
-// with a RatePolicy, RateLimit-Policy and RateLimit carry the IETF draft's
-// fields. OnReject replaces the body; DryRun counts would-be rejections and
-// admits everything.
+// Retry-After carries the limiter's hint rounded up to whole seconds. With
+// a RatePolicy, every response carries RateLimit-Policy and a 429 carries
+// RateLimit with r=0 (draft-ietf-httpapi-ratelimit-headers); with its
+// Remaining (BucketRemaining for token buckets), admitted responses carry
+// RateLimit with the quota left. OnReject replaces the body; DryRun counts
+// would-be rejections and admits everything.
 //
 // # Outcomes
 //

@@ -37,7 +37,8 @@ func ExampleNew() {
 		Limiter:  inFlight,
 		NoWait:   true,
 		ClientIP: httplimit.IPConfig{TrustedProxies: []string{"10.0.0.1"}},
-		Policy:   &httplimit.RatePolicy{Quota: 2, Window: 2 * time.Second},
+		Policy: &httplimit.RatePolicy{Quota: 2, Window: 2 * time.Second,
+			Remaining: httplimit.BucketRemaining(perIP.Get)},
 	})
 	if err != nil {
 		panic(err)
@@ -54,8 +55,8 @@ func ExampleNew() {
 	}
 	fmt.Println("rejected for rate:", h.Stats().Rejected[sluice.ReasonRate])
 	// Output:
-	// 200 RateLimit-Policy: "default";q=2;w=2 Retry-After: "" RateLimit: ""
-	// 200 RateLimit-Policy: "default";q=2;w=2 Retry-After: "" RateLimit: ""
+	// 200 RateLimit-Policy: "default";q=2;w=2 Retry-After: "" RateLimit: "\"default\";r=1;t=1"
+	// 200 RateLimit-Policy: "default";q=2;w=2 Retry-After: "" RateLimit: "\"default\";r=0;t=2"
 	// 429 RateLimit-Policy: "default";q=2;w=2 Retry-After: "1" RateLimit: "\"default\";r=0;t=1"
 	// rejected for rate: 1
 }

@@ -27,6 +27,7 @@ type Handler struct {
 
 	policyField []string // RateLimit-Policy value, len == cap so appends copy
 	policyName  string   // quoted, for the RateLimit field
+	remaining   func(string) (int, time.Duration)
 
 	requests    atomic.Uint64
 	admitted    atomic.Uint64
@@ -77,6 +78,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		}
 		h.policyField = []string{field}
 		h.policyName = name
+		h.remaining = cfg.Policy.Remaining
 	}
 	return h, nil
 }
@@ -87,12 +89,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.policyField != nil {
 		w.Header()[headerPolicy] = h.policyField
 	}
-	kp, gp, err := h.acquire(r)
+	key, kp, gp, err := h.acquire(r)
 	if err != nil {
 		if !h.reject(w, r, err) {
 			return
 		}
 		// Dry run: serve without permits.
+	} else if h.remaining != nil {
+		n, reset := h.remaining(key)
+		w.Header()[headerRateLimit] = []string{rateLimitField(h.policyName, n, reset)}
 	}
 	h.serve(w, r, &kp, &gp)
 }
@@ -100,9 +105,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // acquire takes the per-key permit, then the global one; when the global
 // limiter says no, the per-key permit is cancelled so that the client's
 // quota does not pay for the server's overload.
-func (h *Handler) acquire(r *http.Request) (kp, gp sluice.Permit, err error) {
+func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, err error) {
 	ctx := r.Context()
-	var key string
 	if h.perKey != nil {
 		var ok bool
 		if key, ok = h.key(r); !ok {
@@ -118,7 +122,7 @@ func (h *Handler) acquire(r *http.Request) (kp, gp sluice.Permit, err error) {
 			if isRejection(err) {
 				err = &Rejection{Err: err, PerKey: true, Key: key}
 			}
-			return kp, gp, err
+			return key, kp, gp, err
 		}
 	}
 	if h.limiter != nil {
@@ -134,7 +138,7 @@ func (h *Handler) acquire(r *http.Request) (kp, gp sluice.Permit, err error) {
 			}
 		}
 	}
-	return kp, gp, err
+	return key, kp, gp, err
 }
 
 func isRejection(err error) bool { return errors.Is(err, sluice.ErrRejected) }

@@ -607,3 +607,65 @@ func TestWriterKeepsOptionalInterfaces(t *testing.T) {
 		t.Errorf("stats %+v, want 2 succeeded, 1 ignored", s)
 	}
 }
+
+func TestBucketRemaining(t *testing.T) {
+	tests := []struct {
+		tokens    float64
+		cfg       rate.Config
+		wantN     int
+		wantReset time.Duration
+	}{
+		{3, rate.Config{Rate: 1, Burst: 3}, 3, 0},
+		{2, rate.Config{Rate: 1, Burst: 3}, 2, time.Second},
+		{0.5, rate.Config{Rate: 2, Burst: 3}, 0, 1250 * time.Millisecond},
+		{-4, rate.Config{Rate: 1, Burst: 3}, 0, 3 * time.Second}, // reservations waiting: nothing left
+		{1, rate.Config{Rate: 0, Burst: 3}, 1, -1},               // never refills
+		{3, rate.Config{Rate: 0, Burst: 3}, 3, 0},
+		{0, rate.Config{Rate: rate.Inf, Burst: 5}, 5, 0},
+		{0, rate.Config{Rate: 1e-300, Burst: 5}, 0, -1}, // refills after the end of time
+	}
+	for _, tt := range tests {
+		n, reset := bucketRemaining(tt.tokens, tt.cfg)
+		if n != tt.wantN || reset != tt.wantReset {
+			t.Errorf("bucketRemaining(%v, %+v) = %d, %v; want %d, %v", tt.tokens, tt.cfg, n, reset, tt.wantN, tt.wantReset)
+		}
+	}
+}
+
+func TestRateLimitOnAdmittedResponses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := perIPBuckets(t, rate.Config{Rate: 1, Burst: 3})
+		h := mustNew(t, okHandler, Config{
+			PerKey: m,
+			NoWait: true,
+			Policy: &RatePolicy{Quota: 3, Window: 3 * time.Second, Remaining: BucketRemaining(m.Get)},
+		})
+		var got []string
+		for range 4 {
+			w := serve(h, httptest.NewRequest("GET", "/", nil))
+			got = append(got, strconv.Itoa(w.Code)+" "+w.Header().Get("RateLimit"))
+		}
+		time.Sleep(1500 * time.Millisecond) // one token back, half of the next
+		w := serve(h, httptest.NewRequest("GET", "/", nil))
+		got = append(got, strconv.Itoa(w.Code)+" "+w.Header().Get("RateLimit"))
+		want := []string{
+			`200 "default";r=2;t=1`,
+			`200 "default";r=1;t=2`,
+			`200 "default";r=0;t=3`,
+			`429 "default";r=0;t=1`,
+			`200 "default";r=0;t=3`, // 1.5 tokens, one taken: 2.5 s to full, rounded up
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		for _, v := range got {
+			_, field, _ := strings.Cut(v, " ")
+			it := parseSFList(t, field)
+			if len(it) != 1 || it[0].name != "default" {
+				t.Errorf("RateLimit %q does not parse back", field)
+			}
+			intParam(t, it[0], "r")
+			intParam(t, it[0], "t")
+		}
+	})
+}

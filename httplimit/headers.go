@@ -2,11 +2,13 @@ package httplimit
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
 )
 
 // The response fields the middleware sets, in canonical form.
@@ -88,4 +90,50 @@ func setRejectHeaders(h http.Header, retryAfter time.Duration, status int, polic
 	if policyName != "" && status == http.StatusTooManyRequests {
 		h[headerRateLimit] = []string{policyName + ";r=0;t=" + v}
 	}
+}
+
+// BucketRemaining returns a RatePolicy.Remaining for token buckets: get
+// returns the bucket of a key (pass a *keyed.Map's Get, or a func returning
+// the one global bucket). The quota left is the whole tokens in the bucket,
+// and the reset is the time until it is full again, at its rate.
+func BucketRemaining(get func(key string) (*rate.Bucket, error)) func(key string) (int, time.Duration) {
+	return func(key string) (int, time.Duration) {
+		b, err := get(key)
+		if err != nil || b == nil {
+			return 0, -1
+		}
+		return bucketRemaining(b.Tokens(), b.Config())
+	}
+}
+
+func bucketRemaining(tokens float64, c rate.Config) (int, time.Duration) {
+	if c.Rate >= rate.Inf || math.IsInf(c.Rate, 1) {
+		return c.Burst, 0
+	}
+	tokens = max(tokens, 0)
+	missing := float64(c.Burst) - tokens
+	switch {
+	case missing <= 0:
+		return c.Burst, 0
+	case c.Rate <= 0:
+		return int(tokens), -1 // no refill: the quota never comes back
+	}
+	secs := missing / c.Rate
+	if secs >= float64(math.MaxInt64/int64(time.Second)) {
+		return int(tokens), -1
+	}
+	return int(tokens), time.Duration(math.Ceil(secs * float64(time.Second)))
+}
+
+// rateLimitField formats the RateLimit field of an admitted response.
+func rateLimitField(name string, remaining int, reset time.Duration) string {
+	var buf [64]byte // on the stack for any sane policy name
+	b := append(buf[:0], name...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, int64(max(remaining, 0)), 10)
+	if reset >= 0 {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, RetryAfterSeconds(reset), 10)
+	}
+	return string(b)
 }

@@ -166,7 +166,8 @@ func newServer(o options, trusted []string) (*server, error) {
 		PerKey:   perIP,
 		Limiter:  global,
 		ClientIP: httplimit.IPConfig{TrustedProxies: trusted, IPv6Prefix: 64},
-		Policy:   &httplimit.RatePolicy{Name: "per-ip", Quota: o.burst, Window: max(window, time.Second)},
+		Policy: &httplimit.RatePolicy{Name: "per-ip", Quota: o.burst, Window: max(window, time.Second),
+			Remaining: httplimit.BucketRemaining(perIP.Get)},
 	})
 	if err != nil {
 		return nil, err
