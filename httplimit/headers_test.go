@@ -1,0 +1,247 @@
+package httplimit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/rate"
+)
+
+func TestStatusByReason(t *testing.T) {
+	tests := []struct {
+		reason sluice.Reason
+		perKey bool
+		want   int
+	}{
+		{sluice.ReasonRate, false, 429},
+		{sluice.ReasonTooLarge, false, 429},
+		{sluice.ReasonThrottled, false, 429},
+		{sluice.ReasonLimit, false, 503},
+		{sluice.ReasonQueueFull, false, 503},
+		{sluice.ReasonQueueTimeout, false, 503},
+		{sluice.ReasonDeadline, false, 503},
+		{sluice.ReasonShed, false, 503},
+		{sluice.ReasonStore, false, 503},
+		{sluice.ReasonClosed, false, 503},
+		{sluice.ReasonUnknown, false, 503},
+		// The per-key limit is the client's own share: always 429.
+		{sluice.ReasonRate, true, 429},
+		{sluice.ReasonLimit, true, 429},
+		{sluice.ReasonQueueTimeout, true, 429},
+	}
+	for _, tt := range tests {
+		name := tt.reason.String() + "/perkey=" + strconv.FormatBool(tt.perKey)
+		t.Run(name, func(t *testing.T) {
+			var cfg Config
+			l := rejecter{tt.reason, 1500 * time.Millisecond}
+			if tt.perKey {
+				m, err := keyed.New(keyed.Config[rejecter]{New: func(string) (rejecter, error) { return l, nil }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.PerKey = m
+			} else {
+				cfg.Limiter = l
+			}
+			h := mustNew(t, okHandler, cfg)
+			w := serve(h, httptest.NewRequest("GET", "/", nil))
+			if w.Code != tt.want {
+				t.Errorf("status %d, want %d", w.Code, tt.want)
+			}
+			if got := w.Header().Get("Retry-After"); got != "2" {
+				t.Errorf("Retry-After %q, want 2 (1.5s rounded up)", got)
+			}
+			s := h.Stats()
+			if s.Rejected[tt.reason] != 1 || s.RejectedTotal() != 1 {
+				t.Errorf("Stats.Rejected = %v, want 1 for %v", s.Rejected, tt.reason)
+			}
+			if wantPK := map[bool]uint64{true: 1}[tt.perKey]; s.RejectedPerKey != wantPK {
+				t.Errorf("Stats.RejectedPerKey = %d, want %d", s.RejectedPerKey, wantPK)
+			}
+		})
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want int64
+	}{
+		{0, 0},
+		{-time.Second, 0},
+		{time.Nanosecond, 1},
+		{100 * time.Microsecond, 1},
+		{999 * time.Millisecond, 1},
+		{time.Second, 1},
+		{1200 * time.Millisecond, 2},
+		{time.Second + time.Nanosecond, 2},
+		{59999 * time.Millisecond, 60},
+		{time.Hour, 3600},
+		{1<<63 - 1, 9223372037},
+	}
+	for _, tt := range tests {
+		if got := RetryAfterSeconds(tt.d); got != tt.want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestNoRetryAfterWithoutHint(t *testing.T) {
+	h := mustNew(t, okHandler, Config{Limiter: rejecter{sluice.ReasonLimit, 0}})
+	w := serve(h, httptest.NewRequest("GET", "/", nil))
+	if w.Code != 503 || w.Header()["Retry-After"] != nil {
+		t.Errorf("status %d, Retry-After %q; want 503 and none", w.Code, w.Header()["Retry-After"])
+	}
+}
+
+// sfItem is one member of a structured-field list: "name";k=v;...
+type sfItem struct {
+	name   string
+	params map[string]string
+}
+
+// parseSFList parses the subset of RFC 8941 lists the RateLimit fields use:
+// string items with token or integer parameters.
+func parseSFList(t *testing.T, v string) []sfItem {
+	t.Helper()
+	var items []sfItem
+	for _, member := range strings.Split(v, ",") {
+		parts := strings.Split(strings.TrimSpace(member), ";")
+		name, err := strconv.Unquote(parts[0])
+		if err != nil || !strings.HasPrefix(parts[0], `"`) {
+			t.Fatalf("item %q is not an sf-string", parts[0])
+		}
+		it := sfItem{name: name, params: map[string]string{}}
+		for _, p := range parts[1:] {
+			k, val, ok := strings.Cut(p, "=")
+			if !ok || k == "" || k != strings.ToLower(k) {
+				t.Fatalf("bad parameter %q in %q", p, v)
+			}
+			it.params[k] = val
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+func intParam(t *testing.T, it sfItem, k string) int64 {
+	t.Helper()
+	v, ok := it.params[k]
+	if !ok {
+		t.Fatalf("item %q has no %s parameter", it.name, k)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q is not a non-negative sf-integer", k, v)
+	}
+	return n
+}
+
+func TestRateLimitFields(t *testing.T) {
+	// A burst of 2 refilled at 0.5/s: the third request waits 2s for a token.
+	m := perIPBuckets(t, rate.Config{Rate: 0.5, Burst: 2})
+	h := mustNew(t, okHandler, Config{
+		PerKey: m,
+		NoWait: true,
+		Policy: &RatePolicy{Name: "per-ip", Quota: 2, Window: 4 * time.Second},
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	var last *http.Response
+	for range 3 {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		last = resp
+		pol := parseSFList(t, resp.Header.Get("RateLimit-Policy"))
+		if len(pol) != 1 || pol[0].name != "per-ip" || intParam(t, pol[0], "q") != 2 || intParam(t, pol[0], "w") != 4 {
+			t.Fatalf("RateLimit-Policy %q", resp.Header.Get("RateLimit-Policy"))
+		}
+	}
+	if last.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third request: status %d, want 429", last.StatusCode)
+	}
+	ra, err := strconv.Atoi(last.Header.Get("Retry-After"))
+	if err != nil || ra < 1 || ra > 2 {
+		t.Fatalf("Retry-After %q, want 1 or 2 seconds", last.Header.Get("Retry-After"))
+	}
+	rl := parseSFList(t, last.Header.Get("RateLimit"))
+	if len(rl) != 1 || rl[0].name != "per-ip" || intParam(t, rl[0], "r") != 0 || intParam(t, rl[0], "t") != int64(ra) {
+		t.Fatalf("RateLimit %q with Retry-After %d", last.Header.Get("RateLimit"), ra)
+	}
+	if ct := last.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("Content-Type %q, want text/plain", ct)
+	}
+}
+
+func TestBucketRemaining(t *testing.T) {
+	tests := []struct {
+		tokens    float64
+		cfg       rate.Config
+		wantN     int
+		wantReset time.Duration
+	}{
+		{3, rate.Config{Rate: 1, Burst: 3}, 3, 0},
+		{2, rate.Config{Rate: 1, Burst: 3}, 2, time.Second},
+		{0.5, rate.Config{Rate: 2, Burst: 3}, 0, 1250 * time.Millisecond},
+		{-4, rate.Config{Rate: 1, Burst: 3}, 0, 3 * time.Second}, // reservations waiting: nothing left
+		{1, rate.Config{Rate: 0, Burst: 3}, 1, -1},               // never refills
+		{3, rate.Config{Rate: 0, Burst: 3}, 3, 0},
+		{0, rate.Config{Rate: rate.Inf, Burst: 5}, 5, 0},
+		{0, rate.Config{Rate: 1e-300, Burst: 5}, 0, -1}, // refills after the end of time
+	}
+	for _, tt := range tests {
+		n, reset := bucketRemaining(tt.tokens, tt.cfg)
+		if n != tt.wantN || reset != tt.wantReset {
+			t.Errorf("bucketRemaining(%v, %+v) = %d, %v; want %d, %v", tt.tokens, tt.cfg, n, reset, tt.wantN, tt.wantReset)
+		}
+	}
+}
+
+func TestRateLimitOnAdmittedResponses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := perIPBuckets(t, rate.Config{Rate: 1, Burst: 3})
+		h := mustNew(t, okHandler, Config{
+			PerKey: m,
+			NoWait: true,
+			Policy: &RatePolicy{Quota: 3, Window: 3 * time.Second, Remaining: BucketRemaining(m.Get)},
+		})
+		var got []string
+		for range 4 {
+			w := serve(h, httptest.NewRequest("GET", "/", nil))
+			got = append(got, strconv.Itoa(w.Code)+" "+w.Header().Get("RateLimit"))
+		}
+		time.Sleep(1500 * time.Millisecond) // one token back, half of the next
+		w := serve(h, httptest.NewRequest("GET", "/", nil))
+		got = append(got, strconv.Itoa(w.Code)+" "+w.Header().Get("RateLimit"))
+		want := []string{
+			`200 "default";r=2;t=1`,
+			`200 "default";r=1;t=2`,
+			`200 "default";r=0;t=3`,
+			`429 "default";r=0;t=1`,
+			`200 "default";r=0;t=3`, // 1.5 tokens, one taken: 2.5 s to full, rounded up
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		for _, v := range got {
+			_, field, _ := strings.Cut(v, " ")
+			it := parseSFList(t, field)
+			if len(it) != 1 || it[0].name != "default" {
+				t.Errorf("RateLimit %q does not parse back", field)
+			}
+			intParam(t, it[0], "r")
+			intParam(t, it[0], "t")
+		}
+	})
+}

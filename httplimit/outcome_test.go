@@ -1,0 +1,258 @@
+package httplimit
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// recorder is an adaptive.Algorithm that keeps the samples it is fed and
+// holds its limit: it shows what the concurrency limiter learnt.
+type recorder struct {
+	mu      sync.Mutex
+	limit   int
+	samples []adaptive.Sample
+}
+
+func (a *recorder) Observe(_ time.Time, s adaptive.Sample) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.samples = append(a.samples, s)
+	return a.limit
+}
+
+func (a *recorder) Limit() int { return a.limit }
+
+func (a *recorder) outcomes() []sluice.Outcome {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var o []sluice.Outcome
+	for _, s := range a.samples {
+		o = append(o, s.Outcome)
+	}
+	return o
+}
+
+func TestOutcomesReachTheLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		alg := &recorder{limit: 4}
+		lim, err := concurrency.New(concurrency.Config{Algorithm: alg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/fail":
+				w.WriteHeader(http.StatusBadGateway)
+			case "/notfound":
+				http.NotFound(w, r)
+			case "/slow", "/gone":
+				time.Sleep(50 * time.Millisecond)
+				<-r.Context().Done()
+			case "/teapot":
+				w.WriteHeader(http.StatusTeapot)
+			}
+		})
+		h := mustNew(t, next, Config{Limiter: lim, Outcome: nil})
+		serve(h, httptest.NewRequest("GET", "/ok", nil))
+		serve(h, httptest.NewRequest("GET", "/fail", nil))
+		serve(h, httptest.NewRequest("GET", "/notfound", nil))
+
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		serve(h, httptest.NewRequestWithContext(ctx, "GET", "/slow", nil))
+		cancel()
+
+		ctx, cancel = context.WithCancel(t.Context())
+		time.AfterFunc(10*time.Millisecond, cancel)
+		serve(h, httptest.NewRequestWithContext(ctx, "GET", "/gone", nil))
+
+		want := []sluice.Outcome{sluice.Success, sluice.Dropped, sluice.Success, sluice.Dropped}
+		if got := alg.outcomes(); !outcomesEqual(got, want) {
+			t.Errorf("algorithm saw %v, want %v (the client that left teaches nothing)", got, want)
+		}
+		s := h.Stats()
+		if s.Succeeded != 2 || s.Dropped != 2 || s.Ignored != 1 {
+			t.Errorf("stats %+v", s)
+		}
+		if got := lim.Stats().InFlight; got != 0 {
+			t.Errorf("InFlight = %d after every request ended", got)
+		}
+
+		// A custom classifier replaces the status rule, not the context's.
+		h = mustNew(t, next, Config{Limiter: lim, Outcome: func(r *http.Request, status int) sluice.Outcome {
+			if status == http.StatusTeapot {
+				return sluice.Dropped
+			}
+			return sluice.Ignore
+		}})
+		serve(h, httptest.NewRequest("GET", "/teapot", nil))
+		serve(h, httptest.NewRequest("GET", "/fail", nil))
+		if got := alg.outcomes(); len(got) != 5 || got[4] != sluice.Dropped {
+			t.Errorf("after the custom classifier the algorithm saw %v", got)
+		}
+	})
+}
+
+func outcomesEqual(a, b []sluice.Outcome) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPanicReleasesPermit(t *testing.T) {
+	lim, err := concurrency.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic(http.ErrAbortHandler) // net/http's way to abort quietly
+		}
+	}), Config{Limiter: lim})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	if _, err := srv.Client().Get(srv.URL + "/panic"); err == nil {
+		t.Fatal("aborted handler: want a client error")
+	}
+	// The permit is released while the panic unwinds through the
+	// middleware, before net/http recovers it and closes the connection
+	// the client just saw fail.
+	if got := lim.Stats().InFlight; got != 0 {
+		t.Fatalf("InFlight = %d after the handler panicked: the permit leaked", got)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("after a panic: status %d, want 200 (the permit came back)", resp.StatusCode)
+	}
+	if s := h.Stats(); s.Ignored != 1 || s.Succeeded != 1 {
+		t.Errorf("stats %+v: want the panic released as Ignore", s)
+	}
+}
+
+func TestWriterKeepsOptionalInterfaces(t *testing.T) {
+	lim, err := concurrency.New(concurrency.Config{Limit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flushed, hijacked bool
+	var deadlineErr error
+	h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/flush":
+			deadlineErr = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute))
+			io.WriteString(w, "part")
+			f, ok := w.(http.Flusher)
+			if flushed = ok; ok {
+				f.Flush()
+			}
+		case "/hijack":
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				return
+			}
+			c, buf, err := hj.Hijack()
+			if err != nil {
+				return
+			}
+			hijacked = true
+			buf.WriteString("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			buf.Flush()
+			c.Close()
+		case "/copy":
+			io.Copy(w, strings.NewReader("copied"))
+		}
+	}), Config{Limiter: lim})
+	// The hijacking handler answers the client before it returns: wait for
+	// the middleware to finish with it before reading its stats.
+	hijackDone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if r.URL.Path == "/hijack" {
+			close(hijackDone)
+		}
+	}))
+	defer srv.Close()
+	for _, path := range []string{"/flush", "/hijack", "/copy"} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if path == "/copy" && string(body) != "copied" {
+			t.Errorf("/copy body %q", body)
+		}
+	}
+	<-hijackDone
+	if !flushed || deadlineErr != nil || !hijacked {
+		t.Errorf("flushed %v, SetWriteDeadline %v, hijacked %v; want true, nil, true", flushed, deadlineErr, hijacked)
+	}
+	// The hijacked request's 500 was written by hand, past the middleware:
+	// its outcome is Ignore, not Dropped.
+	if s := h.Stats(); s.Succeeded != 2 || s.Ignored != 1 || s.Dropped != 0 {
+		t.Errorf("stats %+v, want 2 succeeded, 1 ignored", s)
+	}
+}
+
+// The same path with a real adaptive algorithm: overload signals from the
+// handler shrink the limit, a client that left does not.
+func TestOutcomesDriveAIMD(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		alg, err := adaptive.NewAIMD(adaptive.AIMDConfig{InitialLimit: 8, Backoff: 0.5, Interval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim, err := concurrency.New(concurrency.Config{Algorithm: alg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/overloaded":
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+			case "/slow":
+				<-r.Context().Done()
+			}
+		}), Config{Limiter: lim})
+		limit := func() float64 { return lim.Stats().Limit }
+
+		serve(h, httptest.NewRequest("GET", "/overloaded", nil))
+		if got := limit(); got != 4 {
+			t.Fatalf("after a 503: limit %v, want 4", got)
+		}
+		time.Sleep(2 * time.Second) // past AIMD's interval
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		serve(h, httptest.NewRequestWithContext(ctx, "GET", "/slow", nil))
+		cancel()
+		if got := limit(); got != 2 {
+			t.Fatalf("after a request outlived its deadline: limit %v, want 2", got)
+		}
+		time.Sleep(2 * time.Second)
+		ctx, cancel = context.WithCancel(t.Context())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		serve(h, httptest.NewRequestWithContext(ctx, "GET", "/slow", nil))
+		if got := limit(); got != 2 {
+			t.Fatalf("after a client left: limit %v, want 2 (nothing learnt)", got)
+		}
+	})
+}
