@@ -53,7 +53,9 @@ type state struct {
 // harvested marks a retired state's counter as moved to admittedOld.
 const harvested = 1 << 62
 
-// countAdmit counts one admission made on s.
+// countAdmit counts one admission made on s (nil: no tokens were taken).
+// Right after the CAS that admitted, s's line is still ours: count before
+// doing anything else, or another core takes it back in between.
 func (b *Bucket) countAdmit(s *state) {
 	if s == nil {
 		b.c.Admit() // nothing taken (Inf, n <= 0): no state line is held
@@ -130,15 +132,18 @@ type grant struct {
 	taken  int           // tokens taken: 0 under an infinite rate or for n <= 0
 	ok     bool
 	reason sluice.Reason // !ok: why
-	s      *state        // ok: the state the tokens were taken from, for countAdmit
 }
 
 // takeNanos takes n tokens at now if they are there within maxWait and
 // strictly before deadline (clock nanos). A request that is over maxWait
 // is rejected with overWait; one that would come too late for the deadline
-// with sluice.ReasonDeadline.
-func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int64, overWait sluice.Reason) grant {
+// with sluice.ReasonDeadline. It counts the rejection, and the admission
+// if count is set (Wait counts its own, once the wait is over).
+func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int64, overWait sluice.Reason, count bool) grant {
 	if n <= 0 {
+		if count {
+			b.countAdmit(nil)
+		}
 		return grant{ok: true}
 	}
 	// The clock is read before the state, so that the window between
@@ -159,6 +164,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 	for {
 		s, w := b.load()
 		if s.mode != modeInf && int64(n) > s.burst {
+			b.c.Reject(sluice.ReasonTooLarge)
 			return grant{wait: -1, reason: sluice.ReasonTooLarge}
 		}
 		u, in := s.units(t)
@@ -179,16 +185,24 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 				t, fresh = clock.Nanos(), true
 				continue
 			}
-			if wu < 0 {
+			if wu < 0 { // never: rate 0 and too few tokens
+				b.c.Reject(sluice.ReasonRate)
 				return grant{wait: -1, reason: sluice.ReasonRate}
 			}
+			b.c.Reject(why)
 			return grant{wait: s.toDuration(wu), reason: why}
 		}
 		if s.mode == modeInf {
+			if count {
+				b.countAdmit(nil)
+			}
 			return grant{ok: true}
 		}
 		if s.word.CompareAndSwap(w, nw) {
-			return grant{wait: s.toDuration(wu), taken: n, ok: true, s: s}
+			if count {
+				b.countAdmit(s)
+			}
+			return grant{wait: s.toDuration(wu), taken: n, ok: true}
 		}
 	}
 }
@@ -220,13 +234,7 @@ func (b *Bucket) AllowN(n int) bool { return b.allowNanos(live, n) }
 func (b *Bucket) AllowAt(now time.Time, n int) bool { return b.allowNanos(at(now), n) }
 
 func (b *Bucket) allowNanos(now int64, n int) bool {
-	g := b.takeNanos(now, n, 0, noDeadline, sluice.ReasonRate)
-	if g.ok {
-		b.countAdmit(g.s)
-	} else {
-		b.c.Reject(g.reason)
-	}
-	return g.ok
+	return b.takeNanos(now, n, 0, noDeadline, sluice.ReasonRate, true).ok
 }
 
 // Tokens returns the tokens available now; negative while reservations

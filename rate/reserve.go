@@ -59,12 +59,10 @@ func (b *Bucket) ReserveAt(now time.Time, n int, maxWait time.Duration) (r Reser
 }
 
 func (b *Bucket) reserveNanos(now int64, n int, maxWait time.Duration) (Reservation, bool) {
-	g := b.takeNanos(now, n, max(maxWait, 0), noDeadline, sluice.ReasonRate)
+	g := b.takeNanos(now, n, max(maxWait, 0), noDeadline, sluice.ReasonRate, true)
 	if !g.ok {
-		b.c.Reject(g.reason)
 		return Reservation{delay: g.wait, reason: g.reason}, false
 	}
-	b.countAdmit(g.s)
 	return Reservation{b: b, tokens: g.taken, delay: g.wait}, true
 }
 
@@ -98,12 +96,11 @@ func (b *Bucket) wait(ctx context.Context, n int) (taken int, err error) {
 	if dl, ok := ctx.Deadline(); ok {
 		deadline = at(dl)
 	}
-	g := b.takeNanos(live, n, limit, deadline, why)
+	g := b.takeNanos(live, n, limit, deadline, why, false)
 	if !g.ok {
-		b.c.Reject(g.reason)
 		return 0, sluice.Reject(g.reason, max(g.wait, 0))
 	}
-	d, taken, s := g.wait, g.taken, g.s
+	d, taken := g.wait, g.taken
 	if d > 0 {
 		b.waiting.Add(1)
 		t := time.NewTimer(d)
@@ -116,9 +113,8 @@ func (b *Bucket) wait(ctx context.Context, n int) (taken int, err error) {
 			return 0, ctx.Err()
 		}
 		b.waiting.Add(-1)
-		s = nil // the state may be retired by now: count on the bucket
 	}
-	b.countAdmit(s)
+	b.countAdmit(nil)
 	return taken, nil
 }
 
@@ -137,12 +133,10 @@ func (b *Bucket) Acquire(ctx context.Context) (sluice.Permit, error) {
 // sluice.ReasonRate rejection whose RetryAfter is the time until a token is
 // there (0 if one never will).
 func (b *Bucket) TryAcquire() (sluice.Permit, error) {
-	g := b.takeNanos(live, 1, 0, noDeadline, sluice.ReasonRate)
+	g := b.takeNanos(live, 1, 0, noDeadline, sluice.ReasonRate, true)
 	if !g.ok {
-		b.c.Reject(g.reason)
 		return sluice.Permit{}, sluice.Reject(g.reason, max(g.wait, 0))
 	}
-	b.countAdmit(g.s)
 	return sluice.NewPermit((*releaser)(b), uint64(g.taken)), nil
 }
 

@@ -118,12 +118,10 @@ func chunk(b *Bucket, want int) (int, error) {
 // pay takes n tokens for bytes already moved: it waits however long that
 // takes (the bytes are gone, failing would not help), until ctx is done.
 func (b *Bucket) pay(ctx context.Context, n int) error {
-	g := b.takeNanos(live, n, time.Duration(math.MaxInt64), noDeadline, sluice.ReasonRate)
+	g := b.takeNanos(live, n, time.Duration(math.MaxInt64), noDeadline, sluice.ReasonRate, true)
 	if !g.ok {
-		b.c.Reject(g.reason)
 		return sluice.Reject(g.reason, 0)
 	}
-	b.countAdmit(g.s)
 	d := g.wait
 	if d <= 0 {
 		return nil
