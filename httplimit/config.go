@@ -22,7 +22,7 @@ type Keyed interface {
 // cannot collide with a client-IP key.
 const DefaultFallbackKey = "unknown"
 
-// Config configures the middleware. Only one of Limiter and PerKey is
+// Config configures the middleware. At least one of Limiter and PerKey is
 // required; every other field has a working default.
 type Config struct {
 	// Limiter is the limit every request passes: a rate or concurrency
@@ -36,11 +36,14 @@ type Config struct {
 	// the request's context does.
 	Limiter sluice.Limiter
 
-	// PerKey holds a limiter per key (a *keyed.Map). nil: no per-key limit.
+	// PerKey holds a limiter per key. nil: no per-key limit. Keys are
+	// client input: use a *keyed.Map, whose MaxKeys caps how many it holds
+	// (the middleware caps how long each is, see Key).
 	PerKey Keyed
 
 	// Key picks the key of a request for PerKey. nil: the client IP address
-	// (see ClientIP).
+	// (see ClientIP). A key longer than MaxKeyLen bytes is replaced by its
+	// SHA-256 digest, so no key costs more memory than that.
 	Key KeyFunc
 
 	// FallbackKey is the key of a request for which Key found no usable
@@ -138,10 +141,13 @@ func (p *RatePolicy) compile() (policy, name string, err error) {
 	return fmt.Sprintf("%s;q=%d;w=%d", name, p.Quota, p.Window/time.Second), name, nil
 }
 
+func (c *Config) ipSet() bool {
+	return len(c.ClientIP.TrustedProxies) > 0 || c.ClientIP.ProxyHeader != "" || c.ClientIP.IPv6Prefix != 0
+}
+
 func (c *Config) keyFunc() (KeyFunc, error) {
-	ipSet := len(c.ClientIP.TrustedProxies) > 0 || c.ClientIP.ProxyHeader != "" || c.ClientIP.IPv6Prefix != 0
 	if c.Key != nil {
-		if ipSet {
+		if c.ipSet() {
 			return nil, configErr("ClientIP", "set along with a custom Key, which would ignore it: build the IP key with NewClientIP and call it from Key")
 		}
 		return c.Key, nil

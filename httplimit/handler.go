@@ -65,7 +65,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		if h.fallback, err = cfg.fallbackKey(); err != nil {
 			return nil, err
 		}
-	} else if cfg.Key != nil || len(cfg.ClientIP.TrustedProxies) > 0 {
+	} else if cfg.Key != nil || cfg.ipSet() {
 		return nil, configErr("PerKey", "Key or ClientIP is set but PerKey is nil: there is nothing to key")
 	}
 	if h.onReject == nil {
@@ -112,6 +112,8 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 		if key, ok = h.key(r); !ok {
 			key = h.fallback
 			h.fallbacks.Add(1)
+		} else if len(key) > MaxKeyLen {
+			key = digestKey(key)
 		}
 		if h.noWait {
 			kp, err = h.perKey.TryAcquire(key)

@@ -241,3 +241,31 @@ func TestNoWait(t *testing.T) {
 		}
 	})
 }
+
+func TestLongKeysAreDigested(t *testing.T) {
+	var seen []string
+	m, err := keyed.New(keyed.Config[*rate.Bucket]{New: func(key string) (*rate.Bucket, error) {
+		seen = append(seen, key)
+		return rate.NewBucket(rate.Config{Rate: 0.001, Burst: 1})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("k", 10*MaxKeyLen)
+	h := mustNew(t, okHandler, Config{PerKey: m, NoWait: true, Key: func(r *http.Request) (string, bool) {
+		return long + r.URL.Path, true
+	}})
+	codes := []int{
+		serve(h, httptest.NewRequest("GET", "/a", nil)).Code,
+		serve(h, httptest.NewRequest("GET", "/b", nil)).Code, // differs only past the cut
+		serve(h, httptest.NewRequest("GET", "/a", nil)).Code,
+	}
+	if !slicesEqual(codes, []int{200, 200, 429}) {
+		t.Errorf("statuses %v, want [200 200 429]: long keys must stay distinct", codes)
+	}
+	for _, k := range seen[1:] { // seen[0] is keyed's overflow key
+		if len(k) > MaxKeyLen {
+			t.Errorf("stored a %d-byte key", len(k))
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package httplimit
 
-import "net/http"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+)
 
 // KeyFunc picks what a per-key limit counts a request against. It returns
 // false when the request has no usable key; the middleware then counts the
@@ -11,9 +15,20 @@ import "net/http"
 // keys it holds, not how long they are).
 type KeyFunc func(r *http.Request) (key string, ok bool)
 
-// maxKeyLen bounds the keys the built-in KeyFuncs return; a longer value is
-// treated as no usable key rather than stored.
-const maxKeyLen = 256
+// MaxKeyLen is the longest key the middleware passes to the per-key
+// limiter; a longer one is replaced by a digest. The built-in KeyFuncs treat
+// a longer header value or path as no usable key instead.
+const MaxKeyLen = 256
+
+const maxKeyLen = MaxKeyLen
+
+// digestKey stands for a key too long to store: a collision-resistant
+// digest, so that clients cannot share (or attack) each other's limits by
+// sending long keys that only differ past a cut.
+func digestKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 
 // HeaderKey keys requests by the value of a header, such as an API key.
 // A missing, empty or over-long (more than 256 bytes) value is no usable key.
