@@ -150,3 +150,56 @@ func ExampleHeaderKey() {
 	// "": 404
 	// fallback keys: 1
 }
+
+// OnReject replaces the response to a rejected request; here with the
+// draft's "quota-exceeded" problem type. Retry-After is already set.
+func ExampleConfig_onReject() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 0.5, Burst: 1})
+	h, _ := httplimit.New(http.NotFoundHandler(), httplimit.Config{
+		Limiter: b,
+		NoWait:  true,
+		OnReject: func(w http.ResponseWriter, r *http.Request, err error) {
+			code := httplimit.Status(err)
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","status":%d}`, code)
+		},
+	})
+	for range 2 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Println(w.Code, w.Header().Get("Retry-After"), w.Body.String())
+	}
+	// Output:
+	// 404  404 page not found
+	//
+	// 429 2 {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","status":429}
+}
+
+// PatternKey limits each route of a ServeMux separately: wrap each handler,
+// inside the mux, so that the matched pattern is known.
+func ExamplePatternKey() {
+	perRoute, _ := keyed.New(keyed.Config[*rate.Bucket]{
+		New: func(string) (*rate.Bucket, error) { return rate.NewBucket(rate.Config{Rate: 0.1, Burst: 1}) },
+	})
+	limit := func(next http.Handler) http.Handler {
+		h, err := httplimit.New(next, httplimit.Config{PerKey: perRoute, Key: httplimit.PatternKey, NoWait: true})
+		if err != nil {
+			panic(err)
+		}
+		return h
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	mux := http.NewServeMux()
+	mux.Handle("GET /items/{id}", limit(ok))
+	mux.Handle("GET /users/{id}", limit(ok))
+	for _, path := range []string{"/items/1", "/items/2", "/users/1"} {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		fmt.Println(path, w.Code)
+	}
+	// Output:
+	// /items/1 200
+	// /items/2 429
+	// /users/1 200
+}
