@@ -88,7 +88,8 @@ type Config struct {
 	// called when the request's context ended first (deadline exceeded:
 	// Dropped, an overload signal; cancelled, the client left: Ignore) nor
 	// when the handler panicked or hijacked the connection (Ignore).
-	// nil: 5xx is Dropped, anything else Success.
+	// nil: 5xx is Dropped, anything else Success. A value other than
+	// Success, Dropped or Ignore is taken as Ignore.
 	Outcome func(r *http.Request, status int) sluice.Outcome
 }
 

@@ -34,9 +34,10 @@ type Handler struct {
 	rejected    [sluice.NumReasons]atomic.Uint64
 	wouldReject [sluice.NumReasons]atomic.Uint64
 	canceled    atomic.Uint64
+	errs        atomic.Uint64
 	perKeyRej   atomic.Uint64
 	fallbacks   atomic.Uint64
-	outcomes    [sluice.Canceled + 1]atomic.Uint64
+	outcomes    [sluice.Ignore + 1]atomic.Uint64
 }
 
 // New returns next wrapped in the middleware. It validates cfg: an error
@@ -150,9 +151,13 @@ func isRejection(err error) bool { return errors.Is(err, sluice.ErrRejected) }
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error) bool {
 	var re *sluice.RejectError
 	if !errors.As(err, &re) {
-		// The wait ended with the request's context (the client left, or
-		// a deadline upstream passed): not a rejection.
-		h.canceled.Add(1)
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// The wait ended with the request's context (the client
+			// left, or a deadline upstream passed): not a rejection.
+			h.canceled.Add(1)
+		} else {
+			h.errs.Add(1) // say, a keyed.Map whose New failed
+		}
 		h.onReject(w, r, err)
 		return false
 	}
@@ -206,7 +211,10 @@ func (h *Handler) classify(r *http.Request, sw *statusWriter) sluice.Outcome {
 		status = http.StatusOK
 	}
 	if h.outcome != nil {
-		return h.outcome(r, status)
+		if o := h.outcome(r, status); o <= sluice.Ignore {
+			return o
+		}
+		return sluice.Ignore // Canceled is for work that never ran; the rest are not outcomes
 	}
 	if status >= 500 {
 		return sluice.Dropped
@@ -233,6 +241,10 @@ type Stats struct {
 	// Canceled counts requests whose wait for admission ended with their
 	// context; they were neither admitted nor rejected.
 	Canceled uint64
+	// Errors counts requests refused because a limiter failed with an
+	// error that is neither a rejection nor the context's (a keyed.Map
+	// whose New failed); they are answered 503.
+	Errors uint64
 	// FallbackKeys counts requests for which Key found no usable key.
 	FallbackKeys uint64
 	// Succeeded, Dropped and Ignored count admitted requests by the
@@ -246,6 +258,7 @@ func (h *Handler) Stats() Stats {
 		Requests:       h.requests.Load(),
 		Admitted:       h.admitted.Load(),
 		Canceled:       h.canceled.Load(),
+		Errors:         h.errs.Load(),
 		RejectedPerKey: h.perKeyRej.Load(),
 		FallbackKeys:   h.fallbacks.Load(),
 		Succeeded:      h.outcomes[sluice.Success].Load(),

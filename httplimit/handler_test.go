@@ -269,3 +269,30 @@ func TestLongKeysAreDigested(t *testing.T) {
 		}
 	}
 }
+
+func TestLimiterErrorsAreCounted(t *testing.T) {
+	boom := errors.New("boom")
+	m, err := keyed.New(keyed.Config[*rate.Bucket]{New: func(key string) (*rate.Bucket, error) {
+		if key == "bad" {
+			return nil, boom
+		}
+		return rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got error
+	h := mustNew(t, okHandler, Config{PerKey: m, Key: HeaderKey("K"), OnReject: func(w http.ResponseWriter, r *http.Request, err error) {
+		got = err
+		Reject(w, r, err)
+	}})
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("K", "bad")
+	w := serve(h, r)
+	if w.Code != http.StatusServiceUnavailable || !errors.Is(got, boom) {
+		t.Errorf("status %d, OnReject got %v; want 503 and the limiter's error", w.Code, got)
+	}
+	if s := h.Stats(); s.Errors != 1 || s.Canceled != 0 || s.RejectedTotal() != 0 {
+		t.Errorf("stats %+v: want 1 error, nothing else", s)
+	}
+}

@@ -256,3 +256,21 @@ func TestOutcomesDriveAIMD(t *testing.T) {
 		}
 	})
 }
+
+func TestOutcomeOutOfRangeIsIgnore(t *testing.T) {
+	alg := &recorder{limit: 4}
+	lim, err := concurrency.New(concurrency.Config{Algorithm: alg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []sluice.Outcome{sluice.Canceled, 200} {
+		h := mustNew(t, okHandler, Config{Limiter: lim, Outcome: func(*http.Request, int) sluice.Outcome { return o }})
+		serve(h, httptest.NewRequest("GET", "/", nil))
+		if s := h.Stats(); s.Ignored != 1 {
+			t.Errorf("Outcome returning %v: stats %+v, want it released as Ignore", o, s)
+		}
+	}
+	if got := alg.outcomes(); len(got) != 0 || lim.Stats().InFlight != 0 {
+		t.Errorf("algorithm saw %v, in flight %d; want nothing learnt, nothing held", got, lim.Stats().InFlight)
+	}
+}
