@@ -68,7 +68,10 @@ func (b *Bucket) Config() Config {
 
 // SetRate changes the rate at once. The tokens in the bucket (and any debt
 // of waiting reservations) are kept; they refill at the new rate from now.
-// Callers already waiting keep the wake-up time they were given.
+// Callers already waiting keep the wake-up time they were given: after a
+// decrease they act on the old schedule, so for the length of the longest
+// pending wait the bucket can admit up to (old−new)·that wait more than
+// the new rate allows.
 func (b *Bucket) SetRate(r float64) error {
 	if err := validRate(r); err != nil {
 		return err

@@ -32,6 +32,7 @@
 // Limits change at run time with SetRate, SetBurst and SetMaxWait, safely
 // under concurrent use: the tokens in the bucket (and the debt of waiting
 // reservations) carry over and refill at the new rate from then on.
+// Reservations already made keep their delays.
 //
 // # How it works
 //
