@@ -29,7 +29,6 @@ type Handler struct {
 	policyName  string   // quoted, for the RateLimit field
 	remaining   func(string) (int, time.Duration)
 
-	requests    atomic.Uint64
 	admitted    atomic.Uint64
 	rejected    [sluice.NumReasons]atomic.Uint64
 	wouldReject [sluice.NumReasons]atomic.Uint64
@@ -86,7 +85,6 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 
 // ServeHTTP admits r or rejects it; see Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.requests.Add(1)
 	if h.policyField != nil {
 		w.Header()[headerPolicy] = h.policyField
 	}
@@ -224,7 +222,9 @@ func (h *Handler) classify(r *http.Request, sw *statusWriter) sluice.Outcome {
 
 // Stats is a snapshot of the middleware's counters.
 type Stats struct {
-	// Requests counts requests that reached the middleware.
+	// Requests counts requests that went through admission: admitted,
+	// rejected, canceled or failed (it is their sum, not a counter of
+	// its own, to keep one atomic add off the request path).
 	Requests uint64
 	// Admitted counts requests passed to the next handler (in dry run,
 	// every request whose wait did not end with its context).
@@ -255,7 +255,6 @@ type Stats struct {
 // Stats returns the middleware's counters.
 func (h *Handler) Stats() Stats {
 	s := Stats{
-		Requests:       h.requests.Load(),
 		Admitted:       h.admitted.Load(),
 		Canceled:       h.canceled.Load(),
 		Errors:         h.errs.Load(),
@@ -269,6 +268,7 @@ func (h *Handler) Stats() Stats {
 		s.Rejected[i] = h.rejected[i].Load()
 		s.WouldReject[i] = h.wouldReject[i].Load()
 	}
+	s.Requests = s.Admitted + s.RejectedTotal() + s.Canceled + s.Errors
 	return s
 }
 

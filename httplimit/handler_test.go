@@ -189,7 +189,7 @@ func TestDryRunAdmitsAndCounts(t *testing.T) {
 		}
 	}
 	s := h.Stats()
-	if served != 3 || s.Admitted != 3 || s.WouldReject[sluice.ReasonRate] != 2 || s.RejectedTotal() != 0 {
+	if served != 3 || s.Admitted != 3 || s.Requests != 3 || s.WouldReject[sluice.ReasonRate] != 2 || s.RejectedTotal() != 0 {
 		t.Errorf("served %d, stats %+v; want 3 served, 2 would-reject, none rejected", served, s)
 	}
 }
@@ -215,8 +215,8 @@ func TestWaitEndedByContextIsNotARejection(t *testing.T) {
 		close(release)
 		<-done
 		s := h.Stats()
-		if s.Canceled != 1 || s.RejectedTotal() != 0 || s.Admitted != 1 {
-			t.Errorf("stats %+v: want 1 canceled, 0 rejected, 1 admitted", s)
+		if s.Canceled != 1 || s.RejectedTotal() != 0 || s.Admitted != 1 || s.Requests != 2 {
+			t.Errorf("stats %+v: want 2 requests: 1 canceled, 0 rejected, 1 admitted", s)
 		}
 	})
 }
