@@ -296,3 +296,44 @@ func TestLimiterErrorsAreCounted(t *testing.T) {
 		t.Errorf("stats %+v: want 1 error, nothing else", s)
 	}
 }
+
+// When the global limit refuses, the client's per-key token is given back:
+// a client must not pay its quota for the server's overload.
+func TestGlobalRejectionRefundsPerKeyToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := perIPBuckets(t, rate.Config{Rate: 0.001, Burst: 1})
+		lim, err := concurrency.New(concurrency.Config{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hold" {
+				<-release
+			}
+		}), Config{PerKey: m, Limiter: lim, NoWait: true})
+		req := func(path, ip string) *http.Request {
+			r := httptest.NewRequest("GET", path, nil)
+			r.RemoteAddr = ip + ":1"
+			return r
+		}
+		done := make(chan struct{})
+		go func() { serve(h, req("/hold", "192.0.2.1")); close(done) }()
+		synctest.Wait() // 192.0.2.1 holds the only global slot
+
+		if w := serve(h, req("/", "192.0.2.2")); w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("server full: status %d, want 503", w.Code)
+		}
+		close(release)
+		<-done
+		if w := serve(h, req("/", "192.0.2.2")); w.Code != http.StatusOK {
+			t.Errorf("after the 503 the client's only token is gone: status %d, want 200", w.Code)
+		}
+		if w := serve(h, req("/", "192.0.2.2")); w.Code != http.StatusTooManyRequests {
+			t.Errorf("third request: status %d, want 429 (burst 1)", w.Code)
+		}
+		if s := h.Stats(); s.RejectedPerKey != 1 || s.Rejected[sluice.ReasonLimit] != 1 {
+			t.Errorf("stats %+v", s)
+		}
+	})
+}
