@@ -41,7 +41,8 @@ var _ sluice.Limiter = (*Bucket)(nil)
 //
 // A state's admission counter sits next to its word: the CAS that admits
 // has just taken that cache line, so counting costs no extra line transfer
-// under contention (a counter elsewhere nearly doubled the parallel cost).
+// under contention (a counter on its own line took a fifth of the time of a
+// parallel Allow in the profile).
 type state struct {
 	word     atomic.Int64  // E (modeRate) or tokens left (modeZero), or retired
 	admitted atomic.Uint64 // admissions in this state; harvested bit once retired
