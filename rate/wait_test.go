@@ -180,3 +180,38 @@ func TestAcquireRefundInAll(t *testing.T) {
 		}
 	})
 }
+
+// The live setters read the clock themselves; SetMaxWait bounds later waits.
+func TestLiveSetters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBucket(t, Config{Rate: 1, Burst: 1})
+		b.Allow()
+		if err := b.SetRate(1000); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if !b.Allow() || b.Allow() {
+			t.Fatal("SetRate(1000): want one token after 1 ms")
+		}
+		if err := b.SetBurst(5); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if !b.AllowN(5) {
+			t.Fatal("SetBurst(5): want 5 tokens after a second")
+		}
+		if err := b.SetMaxWait(time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		b.AllowN(5)
+		if err := b.WaitN(t.Context(), 2); !errors.Is(err, sluice.ErrQueueTimeout) {
+			t.Fatalf("WaitN(2) needing 2 ms with MaxWait 1 ms = %v", err)
+		}
+		if err := b.WaitN(t.Context(), 1); err != nil {
+			t.Fatalf("WaitN(1) needing 1 ms with MaxWait 1 ms = %v", err)
+		}
+		if got := b.Config(); got != (Config{Rate: 1000, Burst: 5, MaxWait: time.Millisecond}) {
+			t.Fatalf("Config() = %+v", got)
+		}
+	})
+}
