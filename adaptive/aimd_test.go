@@ -83,6 +83,51 @@ func TestAIMDTransitions(t *testing.T) {
 			{100 * ms, ok(10*ms, 10), 20},
 			{150 * ms, drop(10*ms, 20), 10},
 		}},
+		{"an increase needs a success that started after the last change", AIMDConfig{InitialLimit: 10}, []step{
+			{0, ok(50*ms, 10), 11},
+			{sec, ok(2*sec, 11), 11}, // started at -1s: it saw the old limit
+			{2500 * ms, ok(2*sec, 11), 12},
+		}},
+		{"a backoff takes at least one permit away", AIMDConfig{InitialLimit: 8, Backoff: 0.9}, []step{
+			{0, drop(10*ms, 8), 7}, // 8 × 0.9 = 7.2 would still admit 7... and 8.2 next
+			{sec, ok(10*ms, 7), 8},
+			{2 * sec, drop(10*ms, 8), 7},
+		}},
+		{"probing the level that failed waits 2^k intervals", AIMDConfig{InitialLimit: 8, Backoff: 0.9}, []step{
+			{0, drop(10*ms, 8), 7},
+			{sec, ok(10*ms, 7), 8}, // first failure at 8: one interval
+			{1500 * ms, drop(10*ms, 8), 7},
+			{2500 * ms, ok(10*ms, 7), 7}, // second: two intervals
+			{3500 * ms, ok(10*ms, 7), 8},
+			{3600 * ms, drop(10*ms, 8), 7},
+			{7500 * ms, ok(10*ms, 7), 7}, // third: four intervals
+			{7600 * ms, ok(10*ms, 7), 8},
+			{10 * sec, ok(10*ms, 8), 8},    // past it: the level must hold four intervals too
+			{11600 * ms, ok(10*ms, 8), 9},  // it held: forgotten
+			{12600 * ms, ok(10*ms, 9), 10}, // one interval again
+		}},
+		{"the probe wait stops doubling at 16 intervals", AIMDConfig{InitialLimit: 2, MaxLimit: 2, Backoff: 0.5}, []step{
+			{0, drop(10*ms, 2), 1},
+			{sec, ok(10*ms, 1), 2},
+			{2 * sec, drop(10*ms, 2), 1},
+			{4 * sec, ok(10*ms, 1), 2},
+			{5 * sec, drop(10*ms, 2), 1},
+			{9 * sec, ok(10*ms, 1), 2},
+			{10 * sec, drop(10*ms, 2), 1},
+			{18 * sec, ok(10*ms, 1), 2},
+			{19 * sec, drop(10*ms, 2), 1},
+			{35 * sec, ok(10*ms, 1), 2},
+			{36 * sec, drop(10*ms, 2), 1},
+			{51900 * ms, ok(10*ms, 1), 1},
+			{52 * sec, ok(10*ms, 1), 2}, // 16 s, not 32
+		}},
+		{"a success twice as fast as the failure forgets the level", AIMDConfig{InitialLimit: 8, Backoff: 0.9}, []step{
+			{0, drop(400*ms, 8), 7},
+			{sec, ok(300*ms, 7), 8},
+			{2 * sec, drop(400*ms, 8), 7},
+			{3 * sec, ok(300*ms, 7), 7},   // 300ms: the same service, wait two intervals
+			{3500 * ms, ok(150*ms, 7), 8}, // 150ms: a faster service, probe now
+		}},
 		{"clamped to min and max", AIMDConfig{InitialLimit: 3, MinLimit: 2, MaxLimit: 4}, []step{
 			{0, ok(10*ms, 3), 4},
 			{sec, ok(10*ms, 4), 4},

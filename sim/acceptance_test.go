@@ -34,14 +34,31 @@ func seed003(policies ...Policy) Scenario {
 }
 
 // seed003Adaptive is the adaptive limiter the slowdown is judged with: AIMD
-// as seed 003 ran it (+1, back off to 75%), told that a response slower than
-// 2.2 s is an overload signal (the client gives up at 2.5 s, and a request
-// that queues at the origin behind a 2 s one cannot make it), and changing
-// the limit at most every 3 s, longer than one round trip, so that it sees
-// the effect of a change before the next.
+// as seed 003 ran it (+1, back off on a client timeout), with Netflix's
+// backoff of 0.9, at most one change per 3 s (longer than the slow origin's
+// round trip), and a queue of one request in front of the limit, served
+// newest first.
+//
+// Why the queue. The origin (7 workers, 2 s each) is kept busy only if a
+// request is ready whenever a worker frees. With no queue in front, a limit
+// of 7 leaves the freed worker idle until the next arrival (7 / (2 s +
+// that gap) < 3.5 rps), and a limit of 8 parks the eighth request in the
+// origin's own FIFO, where it waits for the next completion: with constant
+// arrivals and constant work the completions lock into a fixed pattern
+// (the origin's queue never empties, so no worker's phase ever moves) with
+// gaps of up to 0.8 s, more than the 0.5 s the client's 2.5 s leaves, and
+// the request behind the gap times out every cycle. No integer limit
+// reaches 95% without a queue. With one waiting slot at the limiter, a
+// limit of 7 (= workers) keeps every worker busy and no request queues at
+// the origin; LIFO, because a newcomer is fresher than the waiter it
+// replaces, and one slot, because a longer queue holds requests that would
+// time out and the client workers waiting on them. AIMD settles at 7: the
+// probes to 8 fail, and AIMD waits exponentially longer before each (see
+// adaptive.AIMD).
 var seed003Adaptive = Policy{
 	Name: "adaptive", Kind: Adaptive, Algorithm: AIMD, Limit: 5,
-	AIMD: adaptive.AIMDConfig{Timeout: 2200 * ms, Interval: 3 * time.Second},
+	Queue: 1, Discipline: concurrency.LIFO,
+	AIMD: adaptive.AIMDConfig{Interval: 3 * time.Second, Backoff: 0.9},
 }
 
 // window averages goodput over the points with T in (from, to].
