@@ -1,16 +1,17 @@
 package adaptive
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/configerr"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error a constructor
 // returns; the message names the field at fault.
-var ErrInvalidConfig = errors.New("adaptive: invalid config")
+var ErrInvalidConfig = configerr.New("adaptive: invalid config")
 
 // Defaults shared by the three algorithms. MinLimit is 1, not Netflix's 20:
 // a floor of 20 defeats the limit of any service whose capacity is below 20

@@ -1,7 +1,7 @@
 package client
 
-import "errors"
+import "github.com/sluicehq/sluice/internal/configerr"
 
 // ErrInvalidConfig is wrapped by every constructor's validation error; the
 // message names the field.
-var ErrInvalidConfig = errors.New("client: invalid config")
+var ErrInvalidConfig = configerr.New("client: invalid config")

@@ -1,12 +1,12 @@
 package concurrency
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/internal/configerr"
 )
 
 // MaxLimit is the largest concurrency limit a limiter accepts (16,777,215):
@@ -23,7 +23,7 @@ const (
 
 // ErrInvalidConfig is matched (errors.Is) by every error New and NewCore
 // return for a bad Config; the message names the field.
-var ErrInvalidConfig = errors.New("concurrency: invalid config")
+var ErrInvalidConfig = configerr.New("concurrency: invalid config")
 
 // Discipline is the order in which queued callers are admitted and the rule
 // that bounds their wait.

@@ -1,11 +1,12 @@
 package httplimit
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/configerr"
 )
 
 // The request headers a trusted proxy may use to pass on the client address.
@@ -14,12 +15,12 @@ const (
 	HeaderForwarded     = "Forwarded" // RFC 7239
 )
 
-// ErrConfig is matched (errors.Is) by every configuration error this
+// ErrInvalidConfig is matched (errors.Is) by every configuration error this
 // package returns; the message names the offending field.
-var ErrConfig = errors.New("httplimit: invalid config")
+var ErrInvalidConfig = configerr.New("httplimit: invalid config")
 
 func configErr(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
 
 // IPConfig configures client-IP keys.

@@ -120,8 +120,8 @@ func TestNewClientIPErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := NewClientIP(tt.cfg)
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.field) {
-			t.Errorf("NewClientIP(%+v) = %v; want an ErrConfig naming %s", tt.cfg, err, tt.field)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("NewClientIP(%+v) = %v; want an ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
 		}
 	}
 }

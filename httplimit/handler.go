@@ -40,7 +40,7 @@ type Handler struct {
 }
 
 // New returns next wrapped in the middleware. It validates cfg: an error
-// matches ErrConfig and names the field.
+// matches ErrInvalidConfig and names the field.
 func New(next http.Handler, cfg Config) (*Handler, error) {
 	if next == nil {
 		return nil, configErr("next", "the handler to wrap is nil")

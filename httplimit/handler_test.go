@@ -100,8 +100,8 @@ func TestConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.next, tt.cfg)
-			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.field+":") {
-				t.Errorf("New = %v; want an ErrConfig naming %s", err, tt.field)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field+":") {
+				t.Errorf("New = %v; want an ErrInvalidConfig naming %s", err, tt.field)
 			}
 		})
 	}

@@ -1,11 +1,11 @@
 package keyed
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/configerr"
 )
 
 // Defaults for the zero fields of Config.
@@ -21,7 +21,7 @@ const OverflowKey = "\x00sluice/keyed/overflow"
 
 // ErrInvalidConfig is matched (errors.Is) by every error New returns for a bad
 // Config; the message names the field.
-var ErrInvalidConfig = errors.New("keyed: invalid config")
+var ErrInvalidConfig = configerr.New("keyed: invalid config")
 
 // Config configures a Map.
 type Config[L sluice.Limiter] struct {

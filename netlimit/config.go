@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/configerr"
 	"github.com/sluicehq/sluice/rate"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error NewListener returns
 // for a bad Config; it wraps sluice.ErrInvalidConfig, and the message names
 // the field.
-var ErrInvalidConfig = fmt.Errorf("netlimit: %w", sluice.ErrInvalidConfig)
+var ErrInvalidConfig = configerr.New("netlimit: invalid config")
 
 // DefaultReject is the answer written to a rejected connection when
 // Config.Reject is nil: a complete HTTP/1.1 response that any HTTP client

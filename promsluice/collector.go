@@ -7,12 +7,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/configerr"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error a constructor
 // returns for a bad argument; it wraps sluice.ErrInvalidConfig, and the
 // message names the argument.
-var ErrInvalidConfig = fmt.Errorf("promsluice: %w", sluice.ErrInvalidConfig)
+var ErrInvalidConfig = configerr.New("promsluice: invalid config")
 
 // Source is what NewCollector reads at each scrape. Every sluice.Limiter
 // and a netlimit.Listener are Sources. Stats must be cheap and safe for

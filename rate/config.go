@@ -1,17 +1,17 @@
 package rate
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/internal/configerr"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error about a bad Config
 // field or setter argument.
-var ErrInvalidConfig = errors.New("invalid rate config")
+var ErrInvalidConfig = configerr.New("invalid config")
 
 // Config configures a Bucket. The zero Config is a bucket that admits
 // nothing.

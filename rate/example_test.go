@@ -37,7 +37,7 @@ func ExampleNewBucket_invalid() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, rate.ErrInvalidConfig))
 	// Output:
-	// rate: Config.Rate must be >= 0, got -5: invalid rate config
+	// rate: Config.Rate must be >= 0, got -5: invalid config
 	// true
 }
 
