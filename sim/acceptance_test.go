@@ -28,7 +28,7 @@ func seed003(policies ...Policy) Scenario {
 				{At: 180 * time.Second, Service: Dist{Kind: Constant, Mean: time.Second}},
 			},
 		},
-		Load:     Load{Rate: 5, Timeout: 2500 * ms, ClientWorkers: 10},
+		Load:     Load{Arrivals: ConstantArrivals, Rate: 5, Timeout: 2500 * ms, ClientWorkers: 10},
 		Policies: policies,
 	}
 }
