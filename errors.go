@@ -107,21 +107,41 @@ func (r Reason) Err() error {
 type RejectError struct {
 	Reason     Reason
 	RetryAfter time.Duration
+	// Rate is true when a rate limit rejected the work (the caller sent too
+	// much: HTTP 429) and false when capacity did (the service is busy: HTTP
+	// 503), whatever the reason: a token bucket whose tokens would come
+	// after the caller's deadline rejects with ReasonDeadline and Rate set.
+	Rate bool
 }
 
 // Reject returns a *RejectError; a convenience for limiter implementations.
 // Without a retry-after hint it returns one shared error per reason, so the
 // rejection path does not allocate: a *RejectError must never be modified.
 func Reject(r Reason, retryAfter time.Duration) error {
-	if retryAfter <= 0 && int(r) < len(sharedRejects) {
-		return &sharedRejects[r]
-	}
-	return &RejectError{Reason: r, RetryAfter: retryAfter}
+	return reject(r, retryAfter, false)
 }
 
-var sharedRejects = func() (a [NumReasons]RejectError) {
-	for i := range a {
-		a[i].Reason = Reason(i)
+// RejectRate is Reject for rate limiters: the error's Rate field is set.
+func RejectRate(r Reason, retryAfter time.Duration) error {
+	return reject(r, retryAfter, true)
+}
+
+func reject(r Reason, retryAfter time.Duration, isRate bool) error {
+	if retryAfter <= 0 && int(r) < NumReasons {
+		k := 0
+		if isRate {
+			k = 1
+		}
+		return &sharedRejects[k][r]
+	}
+	return &RejectError{Reason: r, RetryAfter: retryAfter, Rate: isRate}
+}
+
+// sharedRejects holds one error per reason, for capacity [0] and rate [1].
+var sharedRejects = func() (a [2][NumReasons]RejectError) {
+	for i := range a[0] {
+		a[0][i] = RejectError{Reason: Reason(i)}
+		a[1][i] = RejectError{Reason: Reason(i), Rate: true}
 	}
 	return a
 }()

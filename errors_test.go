@@ -13,8 +13,20 @@ import (
 
 func TestRejectErrorMatchesItsReason(t *testing.T) {
 	for r := sluice.Reason(0); r < sluice.NumReasons; r++ {
-		for _, hint := range []time.Duration{0, 1500 * time.Millisecond} {
-			err := fmt.Errorf("wrapped: %w", sluice.Reject(r, hint))
+		for _, c := range []struct {
+			hint   time.Duration
+			isRate bool
+		}{{0, false}, {1500 * time.Millisecond, false}, {0, true}, {time.Second, true}} {
+			hint := c.hint
+			reject := sluice.Reject
+			if c.isRate {
+				reject = sluice.RejectRate
+			}
+			err := fmt.Errorf("wrapped: %w", reject(r, hint))
+			var re *sluice.RejectError
+			if !errors.As(err, &re) || re.Rate != c.isRate {
+				t.Errorf("%v: RejectError.Rate is not %v", r, c.isRate)
+			}
 			if !errors.Is(err, sluice.ErrRejected) || !errors.Is(err, r.Err()) {
 				t.Errorf("%v (hint %v): does not match ErrRejected and %v", r, hint, r.Err())
 			}

@@ -37,14 +37,20 @@ func (e *Rejection) Unwrap() error { return e.Err }
 // Status returns the response status for a request that was not admitted.
 //
 // 429 Too Many Requests says the client is over its quota: any rejection by
-// the per-key limiter, and a rate rejection (ReasonRate, ReasonTooLarge,
-// ReasonThrottled) by the global one. 503 Service Unavailable says the
-// server is at capacity: the global limiter's other reasons (concurrency
+// the per-key limiter, and a rate limit's rejection by the global one
+// (RejectError.Rate, whatever its reason: a token bucket whose wait would
+// pass the deadline too; or ReasonRate, ReasonTooLarge, ReasonThrottled
+// from limiters that do not set Rate). 503 Service Unavailable says the
+// server is at capacity: the global limiter's other rejections (concurrency
 // limit, queue full, queue wait, deadline, shed, store down), and a wait
 // that ended with the request's context.
 func Status(err error) int {
 	var rj *Rejection
 	if errors.As(err, &rj) && rj.PerKey && errors.Is(err, sluice.ErrRejected) {
+		return http.StatusTooManyRequests
+	}
+	var re *sluice.RejectError
+	if errors.As(err, &re) && re.Rate {
 		return http.StatusTooManyRequests
 	}
 	switch sluice.ReasonOf(err) {

@@ -245,3 +245,24 @@ func TestRateLimitOnAdmittedResponses(t *testing.T) {
 		}
 	})
 }
+
+// A global token bucket whose wait would pass its MaxWait rejects with
+// queue_timeout, but it is still a rate limit: the client sent too much, so
+// the answer is 429, not the 503 of a busy server.
+func TestStatusGlobalBucketWaitIs429(t *testing.T) {
+	b, err := rate.NewBucket(rate.Config{Rate: 1, Burst: 1, MaxWait: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustNew(t, okHandler, Config{Limiter: b})
+	if w := serve(h, httptest.NewRequest("GET", "/", nil)); w.Code != 200 {
+		t.Fatalf("first request: status %d, want 200", w.Code)
+	}
+	w := serve(h, httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("second request: status %d, Retry-After %q; want 429, 1", w.Code, w.Header().Get("Retry-After"))
+	}
+	if got := b.Stats().Rejected[sluice.ReasonQueueTimeout]; got != 1 {
+		t.Fatalf("bucket counted %d queue_timeout rejections, want 1", got)
+	}
+}

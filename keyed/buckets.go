@@ -207,7 +207,7 @@ func (b *Buckets) TryAcquire(key string) (sluice.Permit, error) {
 	}
 	if !ok {
 		s.counters.Reject(sluice.ReasonRate)
-		return sluice.Permit{}, sluice.Reject(sluice.ReasonRate, time.Duration(wait))
+		return sluice.Permit{}, sluice.RejectRate(sluice.ReasonRate, time.Duration(wait))
 	}
 	s.counters.Admit()
 	return sluice.NewPermit((*releaser)(b), w), nil
@@ -242,7 +242,7 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 	}
 	if !ok {
 		s.counters.Reject(why)
-		return sluice.Permit{}, sluice.Reject(why, time.Duration(wait))
+		return sluice.Permit{}, sluice.RejectRate(why, time.Duration(wait))
 	}
 	if wait > 0 {
 		b.waiting.Add(1)

@@ -98,7 +98,7 @@ func (b *Bucket) wait(ctx context.Context, n int) (taken int, err error) {
 	}
 	g := b.takeNanos(live, n, limit, deadline, why, false)
 	if !g.ok {
-		return 0, sluice.Reject(g.reason, max(g.wait, 0))
+		return 0, sluice.RejectRate(g.reason, max(g.wait, 0))
 	}
 	d, taken := g.wait, g.taken
 	if d > 0 {
@@ -135,7 +135,7 @@ func (b *Bucket) Acquire(ctx context.Context) (sluice.Permit, error) {
 func (b *Bucket) TryAcquire() (sluice.Permit, error) {
 	g := b.takeNanos(live, 1, 0, noDeadline, sluice.ReasonRate, true)
 	if !g.ok {
-		return sluice.Permit{}, sluice.Reject(g.reason, max(g.wait, 0))
+		return sluice.Permit{}, sluice.RejectRate(g.reason, max(g.wait, 0))
 	}
 	return sluice.NewPermit((*releaser)(b), uint64(g.taken)), nil
 }
