@@ -52,12 +52,16 @@ func seed003(policies ...Policy) Scenario {
 // limit of 7 (= workers) keeps every worker busy and no request queues at
 // the origin; LIFO, because a newcomer is fresher than the waiter it
 // replaces, and one slot, because a longer queue holds requests that would
-// time out and the client workers waiting on them. AIMD settles at 7: the
-// probes to 8 fail, and AIMD waits exponentially longer before each (see
-// adaptive.AIMD).
+// time out and the client workers waiting on them. The wait is bounded by
+// the seed's own figure, 2.5 s − 2 s = 0.5 s "to stay in a queue": a
+// request that waited longer cannot make its deadline, and admitting it
+// would end in a Dropped that the origin did not cause, which AIMD would
+// read as overload (with Poisson arrivals it did, twice a minute). AIMD
+// settles at 7: the probes to 8 fail, and AIMD waits exponentially longer
+// before each (see adaptive.AIMD).
 var seed003Adaptive = Policy{
 	Name: "adaptive", Kind: Adaptive, Algorithm: AIMD, Limit: 5,
-	Queue: 1, Discipline: concurrency.LIFO,
+	Queue: 1, Discipline: concurrency.LIFO, MaxWait: 500 * ms,
 	AIMD: adaptive.AIMDConfig{Interval: 3 * time.Second, Backoff: 0.9},
 }
 
@@ -153,6 +157,51 @@ func TestAcceptanceSeed003Recovery(t *testing.T) {
 	if g < target {
 		t.Errorf("adaptive: goodput %.2f rps after recovery, want >= %.2f", g, target)
 	}
+}
+
+// With Poisson arrivals the 95% bar is out of reach for any limit: a worker
+// that frees during a gap in arrivals idles (7 workers, 2 s work, clients
+// that give up after 2.5 s: an Erlang loss system with impatience), and the
+// best static limit with the same queue, 7, gets 90–92% of 3.5 rps. The
+// adaptive limit must get within 10% of that best static limit, on six
+// arrival sequences (it gets within 5%), and serve what is offered once
+// the origin is restored.
+func TestAcceptanceSeed003PoissonArrivals(t *testing.T) {
+	static7 := Policy{Name: "static-7", Kind: Concurrency, Limit: 7,
+		Queue: seed003Adaptive.Queue, Discipline: seed003Adaptive.Discipline, MaxWait: seed003Adaptive.MaxWait}
+	for seed := uint64(1); seed <= 6; seed++ {
+		sc := seed003(seed003Adaptive, static7)
+		sc.Load.Arrivals, sc.Seed = PoissonArrivals, seed
+		res, err := Run(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adapt, best := res.Policies[0], res.Policies[1]
+		ga := window(adapt.Series, 90*time.Second, 180*time.Second)
+		gs := window(best.Series, 90*time.Second, 180*time.Second)
+		rec, off := window(adapt.Series, 210*time.Second, 240*time.Second), offered(adapt.Series, 210*time.Second, 240*time.Second)
+		t.Logf("seed %d: adaptive %.2f rps over 90–180 s (%.0f%% of 3.5), static-7 %.2f (%.0f%%); 30–60 s after the rollback %.2f rps of %.2f offered",
+			seed, ga, 100*ga/3.5, gs, 100*gs/3.5, rec, off)
+		if ga < 0.9*gs {
+			t.Errorf("seed %d: adaptive goodput %.2f rps, want >= 90%% of the best static limit's %.2f", seed, ga, gs)
+		}
+		if rec < 0.95*off {
+			t.Errorf("seed %d: adaptive goodput %.2f rps after the rollback, want >= 95%% of the %.2f offered", seed, rec, off)
+		}
+	}
+}
+
+// offered averages the offered load over the points with T in (from, to].
+func offered(ps []Point, from, to time.Duration) float64 {
+	var sum float64
+	n := 0
+	for _, p := range ps {
+		if p.T > from && p.T <= to {
+			sum += p.Offered
+			n++
+		}
+	}
+	return sum / float64(max(n, 1))
 }
 
 // overload is §15's sweep point: 16 workers, exponential service with mean
