@@ -51,11 +51,23 @@ type Report struct {
 	Within time.Duration `yaml:"within"`
 }
 
+// maxFileSize bounds what Load reads: a scenario is a page of YAML, and
+// a path to something endless (/dev/zero) must not eat the memory.
+const maxFileSize = 1 << 20
+
 // Load reads, parses and validates the scenario file at path.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileSize {
+		return nil, &Error{File: path, Line: 1, Msg: fmt.Sprintf("larger than %d bytes: not a scenario file", maxFileSize)}
 	}
 	return Parse(path, data)
 }
@@ -101,14 +113,18 @@ func Parse(name string, data []byte) (*File, error) {
 	return f, nil
 }
 
-// Validate checks the file's own options and the scenario
-// (sim.Scenario.Validate). Parse calls it; call it again after changing
-// the scenario (a -duration flag, say). Its errors name file and line.
+// Validate checks the file's own options, the scenario
+// (sim.Scenario.Validate) and the size of the run (see maxPoints and
+// maxRequests). Parse calls it; call it again after changing the scenario
+// (a -duration flag, say). Its errors name file and line.
 func (f *File) Validate() error {
 	if f.Report.Within < 0 {
 		return f.errorAt("report.within", fmt.Sprintf("must be >= 0, got %v", f.Report.Within))
 	}
 	if err := f.simError(f.Scenario.Validate()); err != nil {
+		return err
+	}
+	if err := f.checkSize(); err != nil {
 		return err
 	}
 	// Rows and plot lines are told apart by name; the simulator names an

@@ -153,6 +153,11 @@ func TestParseBad(t *testing.T) {
 		{"field of the wrong kind", "    algorithm: aimd\n", "    algorithm: aimd\n    rate: 10\n", "bad.yaml:24: policies[1].rate: rate and burst apply only"},
 		{"report.within negative", "within: 1s", "within: -1s", "bad.yaml:25: report.within: must be >= 0"},
 		{"two policies, one name", "    algorithm: aimd\n", "    algorithm: aimd\n  - kind: none\n  - kind: none\n", `bad.yaml:25: policies[3].name: "none" already names policies[2]: give each policy its own name (not set in the file)`},
+		// Runs too large to simulate are refused before they start.
+		{"too many points", "interval: 500ms", "interval: 100us", "bad.yaml:5: interval: duration 30s / interval 100µs is 300000 points per policy, more than the 100000"},
+		{"too long for the default interval", "duration: 30s\ninterval: 500ms\n", "duration: 1000h\n", "bad.yaml:4: duration: duration 1000h0m0s / interval 1s is 3600000 points per policy, more than the 100000"},
+		{"too many requests", "rate: 5", "rate: 1e6", "bad.yaml:4: duration: 30s at up to 1e+06 requests per second (with bursts and retries) is up to 3e+07 requests per policy, more than the 10000000"},
+		{"too many retries", "  client_workers: 10\n", "  client_workers: 10\n  steps: [{at: 1s, rate: 1e5}]\n  retries: {max: 3}\n", "bad.yaml:4: duration: 30s at up to 100000 requests per second (with bursts and retries) is up to 1.2e+07 requests"},
 		// Whole-file problems.
 		{"syntax", "seed: 42\n", "seed: 42\n  oops: [\n", "bad.yaml:4: YAML syntax"},
 		{"tab indentation", "  workers: 7\n", "\tworkers: 7\n", "bad.yaml:7: YAML syntax"},
@@ -229,5 +234,18 @@ func TestLoad(t *testing.T) {
 	_, err := Load(filepath.Join(dir, "missing.yaml"))
 	if !errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrInvalid) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestLoadTooLarge: a path to something that is not a page of YAML (a huge
+// file, /dev/zero) is refused after a bounded read.
+func TestLoadTooLarge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, []byte(good+strings.Repeat("#\n", maxFileSize)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), path+":1: larger than 1048576 bytes") {
+		t.Errorf("Load(big) = %v", err)
 	}
 }

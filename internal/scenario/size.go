@@ -1,0 +1,55 @@
+package scenario
+
+import (
+	"fmt"
+	"time"
+)
+
+// The simulator keeps a time-series point per interval and, under
+// overload, a record per request in flight, for every policy. These bounds
+// keep a typo (a duration in hours, a rate with three zeros too many, a
+// 1ns interval) from running for days or exhausting memory: the file is
+// refused before anything runs.
+const (
+	// maxPoints bounds duration / interval: a day at the default 1 s.
+	maxPoints = 100_000
+	// maxRequests bounds the requests (retries included) one policy's
+	// run may send: seconds of CPU and well under a GB at the worst.
+	maxRequests = 10_000_000
+)
+
+// checkSize refuses a scenario whose run would exceed maxPoints or
+// maxRequests. The request count is an upper bound from the peak rate, so
+// a ramp is judged by its top.
+func (f *File) checkSize() error {
+	s := &f.Scenario
+	interval := s.Interval
+	if interval == 0 {
+		interval = time.Second // the simulator's default
+	}
+	if n := s.Duration / interval; n > maxPoints {
+		field := "duration"
+		if s.Interval != 0 {
+			field = "interval"
+		}
+		return f.errorAt(field, fmt.Sprintf("duration %v / interval %v is %d points per policy, more than the %d a run may keep", s.Duration, interval, n, maxPoints))
+	}
+	l := &s.Load
+	peak := l.Rate
+	for _, st := range l.Steps {
+		peak = max(peak, st.Rate)
+	}
+	bursts := float64(l.Bursts.Count)
+	if b := l.Bursts; b.Every > 0 && b.At < s.Duration {
+		bursts = min(bursts, float64((s.Duration-b.At)/b.Every+1)) // the rest fall after the end
+	}
+	sent := peak*s.Duration.Seconds() + float64(l.Bursts.Size)*bursts
+	retries := float64(l.Retries.Max)
+	if l.Retries.Budget > 0 {
+		retries = min(retries, l.Retries.Budget)
+	}
+	if n := sent * (1 + retries); n > maxRequests {
+		return f.errorAt("duration", fmt.Sprintf("%v at up to %g requests per second (with bursts and retries) is up to %.3g requests per policy, more than the %d a run may simulate: shorten the duration or lower the load", s.Duration, peak, n, maxRequests))
+	}
+	return nil
+}
