@@ -112,7 +112,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		start := clock.Nanos()
-		resp, err := t.base.RoundTrip(attemptReq)
+		resp, err := t.send(attemptReq, &permit)
 		latency := time.Duration(clock.Nanos() - start)
 		outcome := outcomeOf(ctx, resp, err)
 
@@ -138,6 +138,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return releaseOnClose(ctx, resp, permit, outcome, latency), nil
 	}
+}
+
+// send is the base RoundTrip with the permit given back if it panics: a
+// server recovers a handler's panic and carries on, and a permit lost there
+// would be a concurrency slot lost for the life of the limiter.
+func (t *Transport) send(req *http.Request, permit *sluice.Permit) (*http.Response, error) {
+	returned := false
+	defer func() {
+		if !returned {
+			permit.Release(sluice.Dropped, 0)
+		}
+	}()
+	resp, err := t.base.RoundTrip(req)
+	returned = true
+	return resp, err
 }
 
 func (t *Transport) shouldRetry(req *http.Request, resp *http.Response, err error) bool {

@@ -9,12 +9,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/sluicehq/sluice"
 )
 
 // reply is one scripted answer from the test server.
@@ -277,144 +274,8 @@ func TestTransportCancelledDuringBackoff(t *testing.T) {
 // TestTransportReleasesPermits uses a Throttler as the limiter and reads its
 // window to see each attempt's outcome: a 503 counts no accept, a 200 counts
 // one, and the permit is held until the body is closed.
-func TestTransportReleasesPermits(t *testing.T) {
-	srv := newScript(t, reply{status: 503, retryAfter: "0"})
-	synctest.Test(t, func(t *testing.T) {
-		th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 1 }}) // never rejects
-		tr, _ := NewTransport(TransportConfig{Base: bubbleBase(), Limiter: th})
-		resp, err := get(t, tr, t.Context(), srv.srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s := th.Stats(); s.InFlight != 1 || s.Admitted != 2 {
-			t.Fatalf("before Close: throttler stats %+v, want 2 admitted and 1 held by the open body", s)
-		}
-		io.Copy(io.Discard, resp.Body) // reading to EOF releases
-		if s := th.Stats(); s.InFlight != 0 {
-			t.Fatalf("after EOF: %d in flight, want 0", s.InFlight)
-		}
-		resp.Body.Close() // and a second release does nothing
-		if s := th.Stats(); s.InFlight != 0 {
-			t.Fatalf("after Close: %d in flight", s.InFlight)
-		}
-		// Three more requests that fail make the window 5 requests. With
-		// the 503 dropped and the 200 accepted, P = (5 − 2·1)/6 = 1/2; a
-		// 503 wrongly counted as accepted gives 1/6, a lost accept 5/6.
-		for range 3 {
-			p, _ := th.TryAcquire()
-			p.Release(sluice.Dropped, 0)
-		}
-		if p := th.RejectProbabilityAt(time.Now()); p != 0.5 {
-			t.Fatalf("P = %v, want 0.5", p)
-		}
-	})
-}
-
-func TestTransportOutcomes(t *testing.T) {
-	ctx := context.Background()
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	resp := func(code int) *http.Response { return &http.Response{StatusCode: code} }
-	boom := errors.New("connection reset")
-	tests := []struct {
-		name string
-		ctx  context.Context
-		resp *http.Response
-		err  error
-		want sluice.Outcome
-	}{
-		{"200", ctx, resp(200), nil, sluice.Success},
-		{"404 is the backend answering", ctx, resp(404), nil, sluice.Success},
-		{"429", ctx, resp(429), nil, sluice.Dropped},
-		{"500", ctx, resp(500), nil, sluice.Dropped},
-		{"503", ctx, resp(503), nil, sluice.Dropped},
-		{"transport error", ctx, nil, boom, sluice.Dropped},
-		{"caller gone", done, nil, context.Canceled, sluice.Ignore},
-	}
-	for _, tt := range tests {
-		if got := outcomeOf(tt.ctx, tt.resp, tt.err); got != tt.want {
-			t.Errorf("%s: outcome %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestTransportLimiterRejects(t *testing.T) {
-	srv := newScript(t)
-	synctest.Test(t, func(t *testing.T) {
-		th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0 }})
-		p, _ := th.TryAcquire()
-		p.Release(sluice.Dropped, 0) // one failure: P = 1/2, and the draw of 0 rejects
-		tr, _ := NewTransport(TransportConfig{Base: bubbleBase(), Limiter: th})
-		body := &closeRecorder{Reader: strings.NewReader("x")}
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.srv.URL, body)
-		_, err := tr.RoundTrip(req)
-		if !errors.Is(err, sluice.ErrThrottled) {
-			t.Fatalf("err = %v, want ErrThrottled", err)
-		}
-		if !body.closed {
-			t.Fatal("request body not closed: a RoundTripper must close it even on error")
-		}
-		if n := len(srv.hits()); n != 0 || tr.Stats().Rejected != 1 {
-			t.Fatalf("server saw %d requests, stats %+v; want none sent and 1 rejected", n, tr.Stats())
-		}
-	})
-}
-
-type closeRecorder struct {
-	io.Reader
-	closed bool
-}
-
-func (c *closeRecorder) Close() error { c.closed = true; return nil }
-
 func TestNewTransportValidates(t *testing.T) {
 	if _, err := NewTransport(TransportConfig{Retry: RetryPolicy{MaxAttempts: -1}}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v, want ErrInvalidConfig", err)
-	}
-}
-
-// TestTransportConcurrent runs many requests at once over pooled keep-alive
-// connections (outside a bubble) so the race detector sees the permit and
-// counter paths under contention; the server's count must match the
-// transport's.
-func TestTransportConcurrent(t *testing.T) {
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hits.Add(1)%3 == 0 {
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		io.WriteString(w, "ok")
-	}))
-	defer srv.Close()
-	base := &http.Transport{}
-	defer base.CloseIdleConnections()
-	th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0.999999 }})
-	tr, _ := NewTransport(TransportConfig{Base: base, Limiter: th, Retry: RetryPolicy{BaseDelay: time.Microsecond}})
-	c := &http.Client{Transport: tr}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 25 {
-				resp, err := c.Get(srv.URL)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 && resp.StatusCode != 503 {
-					t.Errorf("status %d", resp.StatusCode)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	st := tr.Stats()
-	if st.Requests != 200 || uint64(hits.Load()) != st.Requests+st.Retries {
-		t.Fatalf("stats %+v, server saw %d", st, hits.Load())
-	}
-	if s := th.Stats(); s.InFlight != 0 || s.Admitted != uint64(hits.Load()) {
-		t.Fatalf("throttler %+v, want every permit released and one per attempt", s)
 	}
 }
