@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/internal/counter"
+	"github.com/sluicehq/sluice/internal/gcra"
 )
 
 // Inf is the rate of a bucket with no limit: every request is admitted and
@@ -44,7 +45,7 @@ var _ sluice.Limiter = (*Bucket)(nil)
 // under contention (a counter on its own line took a fifth of the time of a
 // parallel Allow in the profile).
 type state struct {
-	word     atomic.Int64  // E (modeRate) or tokens left (modeZero), or retired
+	word     atomic.Int64  // E (gcra.Rate) or tokens left (gcra.Zero), or retired
 	admitted atomic.Uint64 // admissions in this state; harvested bit once retired
 	base     int64         // clock nanos that unit 0 stands for
 	params                 // 56 bytes: the hot fields fill the first cache line
@@ -82,7 +83,7 @@ func NewBucket(cfg Config) (*Bucket, error) {
 	}
 	b := &Bucket{}
 	s := &state{params: compile(cfg), base: clock.Nanos()}
-	s.word.Store(s.initial())
+	s.word.Store(s.Initial())
 	b.st.Store(s)
 	return b, nil
 }
@@ -106,19 +107,6 @@ func (b *Bucket) load() (*state, int64) {
 // replaces it. It has burst 0, so nothing is ever taken from it or given
 // back to it, and its word is never written.
 var zeroState = state{params: compile(Config{})}
-
-// units converts now (clock nanos) to units of s, or reports that s's base
-// is too far from now.
-func (s *state) units(now int64) (int64, bool) {
-	if s.mode != modeRate {
-		return 0, true // only the rate mode keeps time
-	}
-	off := satSub(now, s.base)
-	if off > s.lim || off < -s.lim {
-		return 0, false
-	}
-	return off << s.shift, true
-}
 
 const (
 	// live, passed as now, makes takeNanos read the clock itself.
@@ -164,11 +152,11 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 	}
 	for {
 		s, w := b.load()
-		if s.mode != modeInf && int64(n) > s.burst {
+		if s.Mode != gcra.Inf && int64(n) > s.Burst {
 			b.c.Reject(sluice.ReasonTooLarge)
 			return grant{wait: -1, reason: sluice.ReasonTooLarge}
 		}
-		u, in := s.units(t)
+		u, in := s.Units(t, s.base)
 		if !in {
 			b.rebase(s, t)
 			continue
@@ -176,13 +164,13 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 		limit, why := maxWait, overWait
 		if deadline != noDeadline {
 			// At the deadline itself the context is already done.
-			if rem := time.Duration(satSub(deadline, t)) - 1; rem < limit {
+			if rem := time.Duration(gcra.SatSub(deadline, t)) - 1; rem < limit {
 				limit, why = max(rem, 0), sluice.ReasonDeadline
 			}
 		}
-		nw, wu, ok := s.take(w, u, int64(n), s.toUnits(int64(limit)))
+		nw, wu, ok := s.Take(w, u, int64(n), s.ToUnits(int64(limit)))
 		if !ok {
-			if !fresh && s.mode == modeRate && w > u {
+			if !fresh && s.Mode == gcra.Rate && w > u {
 				t, fresh = clock.Nanos(), true
 				continue
 			}
@@ -191,9 +179,9 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 				return grant{wait: -1, reason: sluice.ReasonRate}
 			}
 			b.c.Reject(why)
-			return grant{wait: s.toDuration(wu), reason: why}
+			return grant{wait: s.ToDuration(wu), reason: why}
 		}
-		if s.mode == modeInf {
+		if s.Mode == gcra.Inf {
 			if count {
 				b.countAdmit(nil)
 			}
@@ -203,7 +191,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			if count {
 				b.countAdmit(s)
 			}
-			return grant{wait: s.toDuration(wu), taken: n, ok: true}
+			return grant{wait: s.ToDuration(wu), taken: n, ok: true}
 		}
 	}
 }
@@ -218,7 +206,7 @@ func (b *Bucket) give(n int) {
 	}
 	for {
 		s, w := b.load()
-		if s.word.CompareAndSwap(w, s.refund(w, int64(n))) {
+		if s.word.CompareAndSwap(w, s.Refund(w, int64(n))) {
 			return
 		}
 	}
@@ -248,11 +236,11 @@ func (b *Bucket) TokensAt(now time.Time) float64 { return b.tokensNanos(at(now))
 func (b *Bucket) tokensNanos(now int64) float64 {
 	for {
 		s, w := b.load()
-		u, in := s.units(now)
+		u, in := s.Units(now, s.base)
 		if !in {
 			b.rebase(s, now)
 			continue
 		}
-		return s.tokens(w, u)
+		return s.Tokens(w, u)
 	}
 }

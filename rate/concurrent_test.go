@@ -116,8 +116,8 @@ func concurrentRun(t *testing.T, rate float64, burst, unit int, step int64, work
 		t.Errorf("Stats().Admitted = %d, want %d", got, want)
 	}
 	end := max(vclock.Load(), lastAct.Load())
-	if s := b.st.Load(); !withSetters && s.lim < end && s.base == base0 {
-		t.Errorf("%v of virtual time with a base range of %v: no rebase happened", time.Duration(end), time.Duration(s.lim))
+	if s := b.st.Load(); !withSetters && s.Lim < end && s.base == base0 {
+		t.Errorf("%v of virtual time with a base range of %v: no rebase happened", time.Duration(end), time.Duration(s.Lim))
 	}
 	refill := 0.0
 	for i := range ats {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/internal/configerr"
+	"github.com/sluicehq/sluice/internal/gcra"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error about a bad Config
@@ -63,7 +64,7 @@ func validBurst(b int) error {
 // Config returns the bucket's current configuration.
 func (b *Bucket) Config() Config {
 	s, _ := b.load()
-	return Config{Rate: s.rate, Burst: int(s.burst), MaxWait: s.maxWait}
+	return Config{Rate: s.rate, Burst: int(s.Burst), MaxWait: s.maxWait}
 }
 
 // SetRate changes the rate at once. The tokens in the bucket (and any debt
@@ -129,24 +130,24 @@ func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) {
 		now = clock.Nanos()
 	}
 	old, w := b.load()
-	cfg := Config{Rate: old.rate, Burst: int(old.burst), MaxWait: old.maxWait}
+	cfg := Config{Rate: old.rate, Burst: int(old.Burst), MaxWait: old.maxWait}
 	edit(&cfg)
 	s := &state{params: compile(cfg), base: now}
 	if old != &zeroState {
 		w = b.retire(old)
 	}
 	var tk float64
-	if u, in := old.units(now); in {
-		tk = old.tokens(w, u)
+	if u, in := old.Units(now, old.base); in {
+		tk = old.Tokens(w, u)
 	} else {
 		// now is too far from the old base to convert: rebase the word
 		// first (exact), then read it.
-		tk = old.tokens(old.moved(w, now), 0)
+		tk = old.Tokens(old.Moved(w, old.base, now), 0)
 	}
-	if old.mode == modeInf && s.mode != modeInf {
-		tk = float64(s.burst) // leaving Inf: start full, as a new bucket would
+	if old.Mode == gcra.Inf && s.Mode != gcra.Inf {
+		tk = float64(s.Burst) // leaving Inf: start full, as a new bucket would
 	}
-	s.word.Store(s.fromTokens(tk, 0))
+	s.word.Store(s.FromTokens(tk, 0))
 	b.st.Store(s)
 }
 
@@ -159,15 +160,6 @@ func (b *Bucket) rebase(s *state, now int64) {
 	}
 	ns := &state{params: s.params, base: now}
 	w := b.retire(s)
-	ns.word.Store(s.moved(w, now))
+	ns.word.Store(s.Moved(w, s.base, now))
 	b.st.Store(ns)
-}
-
-// moved returns word w of s re-expressed relative to base now.
-func (s *state) moved(w int64, now int64) int64 {
-	if s.mode != modeRate || w == eMin {
-		return w
-	}
-	d := satSub(s.base, now) // ns from the new base to the old one
-	return satAdd(w, satShl(d, s.shift))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/gcra"
 )
 
 // Reader shapes the bytes read through it to the rate of a Bucket, one
@@ -105,14 +106,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 // that every chunk can be paid for.
 func chunk(b *Bucket, want int) (int, error) {
 	s, _ := b.load()
-	if s.mode == modeInf || int64(want) <= s.burst {
+	if s.Mode == gcra.Inf || int64(want) <= s.Burst {
 		return want, nil
 	}
-	if s.burst == 0 {
+	if s.Burst == 0 {
 		b.c.Reject(sluice.ReasonTooLarge)
 		return 0, sluice.RejectRate(sluice.ReasonTooLarge, 0)
 	}
-	return int(s.burst), nil
+	return int(s.Burst), nil
 }
 
 // pay takes n tokens for bytes already moved: it waits however long that

@@ -1,0 +1,184 @@
+package gcra
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestCompile(t *testing.T) {
+	tests := []struct {
+		name     string
+		rate     float64
+		burst    int64
+		mode     Mode
+		shift    uint8
+		interval int64
+	}{
+		{"zero config", 0, 0, Zero, 0, 0},
+		{"rate 0", 0, 5, Zero, 0, 0},
+		{"inf", math.MaxFloat64, 5, Inf, 0, 0},
+		{"+Inf", math.Inf(1), 0, Inf, 0, 0},
+		{"1/s", 1, 1, Rate, 0, 1e9},
+		{"1000/s", 1000, 10, Rate, 0, 1e6},
+		{"1e6/s gets sub-ns units", 1e6, 10, Rate, 7, 1000 << 7},
+		{"1e9/s", 1e9, 1, Rate, 16, 1 << 16},
+		{"1e10/s: 0.1 ns per token", 1e10, 1, Rate, 20, 104858},
+		{"1e18/s hits the finest unit", 1e18, 1, Rate, 30, 1},
+		{"1e300/s never rounds to 0", 1e300, 1, Rate, 30, 1},
+		{"1e-9/s, burst 1: 31 years per token", 1e-9, 1, Rate, 0, 1e18},
+		{"1e-9/s, burst 2: would overflow, never refills", 1e-9, 2, Zero, 0, 0},
+		{"1e-300/s", 1e-300, 1, Zero, 0, 0},
+		{"smallest float", math.SmallestNonzeroFloat64, 1, Zero, 0, 0},
+		{"huge burst limits the shift", 1e9, 1 << 50, Rate, 10, 1 << 10},
+		{"max burst", 1, math.MaxInt, Zero, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Compile(tt.rate, tt.burst)
+			if p.Mode != tt.mode || p.Shift != tt.shift || p.Interval != tt.interval {
+				t.Fatalf("compile = mode %d shift %d interval %d, want mode %d shift %d interval %d",
+					p.Mode, p.Shift, p.Interval, tt.mode, tt.shift, tt.interval)
+			}
+			if p.Mode == Rate {
+				if p.Tau > MaxTau || p.Tau != p.Interval*p.Burst {
+					t.Fatalf("tau %d out of range", p.Tau)
+				}
+				if p.Lim<<p.Shift != 1<<offsetBits {
+					t.Fatalf("lim %d inconsistent with shift %d", p.Lim, p.Shift)
+				}
+			}
+		})
+	}
+}
+
+// The effective rate, 1e9*2^shift/interval, must match the configured one
+// to 2^-17 wherever the fixed point has room.
+func TestCompilePrecision(t *testing.T) {
+	for _, r := range []float64{1e-6, 0.3, 1, 3, 7, 333, 3e4, 1.2345e5, 1e6, 3e8, 1e9, 2.5e9, 1e10, 7.7e11, 1e13} {
+		p := Compile(r, 1000)
+		eff := 1e9 * float64(uint64(1)<<p.Shift) / float64(p.Interval)
+		if rel := math.Abs(eff-r) / r; rel > 1.0/(1<<17) {
+			t.Errorf("rate %g: effective %g, relative error %.2g", r, eff, rel)
+		}
+	}
+}
+
+func TestTake(t *testing.T) {
+	p := Compile(10, 3) // 100ms per token, tau 300ms
+	const ms = int64(time.Millisecond)
+	tests := []struct {
+		name         string
+		e, u, n, max int64
+		ne, wait     int64
+		ok           bool
+	}{
+		{"full bucket", EMin, 1000 * ms, 1, 0, 800 * ms, 0, true},
+		{"full bucket, whole burst", EMin, 1000 * ms, 3, 0, 1000 * ms, 0, true},
+		{"empty, no wait allowed", 1000 * ms, 1000 * ms, 1, 0, 1000 * ms, 100 * ms, false},
+		{"empty, wait allowed", 1000 * ms, 1000 * ms, 1, 100 * ms, 1100 * ms, 100 * ms, true},
+		{"empty, wait one short", 1000 * ms, 1000 * ms, 1, 100*ms - 1, 1000 * ms, 100 * ms, false},
+		{"debt adds up", 1200 * ms, 1000 * ms, 2, time.Hour.Nanoseconds(), 1400 * ms, 400 * ms, true},
+		{"partial refill", 1000 * ms, 1150 * ms, 1, 0, 1100 * ms, 0, true},
+		{"time went back: fewer tokens", 1000 * ms, 900 * ms, 1, 0, 1000 * ms, 200 * ms, false},
+		{"saturated debt stays saturated", EMax, 0, 1, EMax, EMax, EMax, true},
+		{"n 0", 1000 * ms, 1000 * ms, 0, 0, 1000 * ms, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ne, wait, ok := p.Take(tt.e, tt.u, tt.n, tt.max)
+			if ne != tt.ne || wait != tt.wait || ok != tt.ok {
+				t.Fatalf("take = (%d, %d, %v), want (%d, %d, %v)", ne, wait, ok, tt.ne, tt.wait, tt.ok)
+			}
+		})
+	}
+}
+
+func TestRefundAndTokens(t *testing.T) {
+	p := Compile(10, 3)
+	const ms = int64(time.Millisecond)
+	tests := []struct {
+		name   string
+		e, n   int64
+		u      int64
+		tokens float64
+	}{
+		{"refund into debt", 1200 * ms, 1, 1000 * ms, -1},
+		{"refund to empty", 1100 * ms, 1, 1000 * ms, 0},
+		{"refund past burst is clamped", 800 * ms, 2, 1000 * ms, 3},
+		{"refund on a full bucket", EMin, 3, 1000 * ms, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p.Tokens(p.Refund(tt.e, tt.n), tt.u); got != tt.tokens {
+				t.Fatalf("tokens after refund = %v, want %v", got, tt.tokens)
+			}
+		})
+	}
+	z := Compile(0, 3)
+	if got := z.Refund(2, 5); got != 3 {
+		t.Errorf("rate 0: refund over burst = %d, want 3", got)
+	}
+	if got := z.Refund(-4, 1); got != -3 {
+		t.Errorf("rate 0: refund into debt = %d, want -3", got)
+	}
+}
+
+func TestFromTokens(t *testing.T) {
+	p := Compile(10, 3)
+	for _, tk := range []float64{-5, -1, 0, 0.5, 2, 3} {
+		if got := p.Tokens(p.FromTokens(tk, 1e9), 1e9); math.Abs(got-tk) > 1e-9 {
+			t.Errorf("tokens(fromTokens(%v)) = %v", tk, got)
+		}
+	}
+	if got := p.Tokens(p.FromTokens(100, 0), 0); got != 3 {
+		t.Errorf("fromTokens clamps to burst: got %v", got)
+	}
+	z := Compile(0, 3)
+	if got := z.FromTokens(-0.5, 0); got != -1 {
+		t.Errorf("rate 0 rounds a debt down: got %d", got)
+	}
+	if got := z.FromTokens(math.Inf(-1), 0); got != -MaxTau {
+		t.Errorf("rate 0 saturates a debt: got %d", got)
+	}
+}
+
+func TestSaturation(t *testing.T) {
+	tests := []struct {
+		name      string
+		got, want int64
+	}{
+		{"add overflow", satAdd(EMax, 1), EMax},
+		{"add underflow", satAdd(EMin, -1), EMin},
+		{"add never yields retired", satAdd(math.MinInt64+5, -5), EMin},
+		{"add plain", satAdd(3, -5), -2},
+		{"sub overflow", satSub(EMax, -1), EMax},
+		{"sub MinInt64 from positive", satSub(1, math.MinInt64), EMax},
+		{"sub MinInt64 from negative", satSub(-1, math.MinInt64), math.MaxInt64},
+		{"sub underflow", satSub(EMin, 1), EMin},
+		{"mul overflow", satMul(1<<40, 1<<40), EMax},
+		{"mul plain", satMul(3, 4), 12},
+		{"mul zero", satMul(0, EMax), 0},
+		{"shl overflow", satShl(1<<40, 30), EMax},
+		{"shl underflow", satShl(-1<<40, 30), EMin},
+		{"shl plain", satShl(-3, 2), -12},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %d, want %d", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+func TestToDuration(t *testing.T) {
+	p := Params{Shift: 4}
+	tests := []struct {
+		w    int64
+		want time.Duration
+	}{{-5, 0}, {0, 0}, {1, 1}, {16, 1}, {17, 2}, {32, 2}, {EMax, time.Duration(EMax>>4 + 1)}}
+	for _, tt := range tests {
+		if got := p.ToDuration(tt.w); got != tt.want {
+			t.Errorf("toDuration(%d) = %v, want %v", tt.w, got, tt.want)
+		}
+	}
+}
