@@ -165,7 +165,9 @@ func (r *Retrier) nextAt(now int64, attempts int, hint time.Duration, deadline i
 	if !ok {
 		return 0, HintTooLong
 	}
-	if hasDeadline && now+int64(wait) >= deadline {
+	// deadline-now rather than now+wait: a MaxDelay near the largest
+	// Duration would overflow the sum and sleep past the deadline.
+	if hasDeadline && int64(wait) >= deadline-now {
 		return 0, PastDeadline // fail now rather than sleep into a certain timeout
 	}
 	if !r.p.Budget.tryRetryAt(now) {

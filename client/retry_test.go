@@ -251,6 +251,21 @@ func TestNextAt(t *testing.T) {
 	}
 }
 
+// A wait near the largest Duration still fails fast against a deadline:
+// now+wait would overflow to a time long past, and the retry would sleep
+// until the context ended.
+func TestNextAtHugeWaitPastDeadline(t *testing.T) {
+	r, err := NewRetrier(RetryPolicy{BaseDelay: math.MaxInt64, MaxDelay: math.MaxInt64, Random: func() float64 { return 0.9 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Add(100 * 365 * 24 * time.Hour) // a simulator's clock may be far along
+	r.BeginAt(now)
+	if wait, d := r.NextAt(now, 1, 0, now.Add(time.Hour)); d != PastDeadline {
+		t.Fatalf("NextAt = (%v, %v), want PastDeadline", wait, d)
+	}
+}
+
 // flaky fails its first n calls with err, then succeeds; it records when each
 // call happened.
 type flaky struct {
