@@ -156,11 +156,17 @@ func (t *Throttler) tryAcquireAt(now int64) (sluice.Permit, error) {
 	}
 	t.counters.Admit()
 	t.inFlight.Add(1)
-	return sluice.NewPermit(t, uint64(now)), nil
+	return sluice.NewPermit((*releaser)(t), uint64(now)), nil
 }
 
-// Release implements sluice.Releaser; use the Permit's methods instead.
-func (t *Throttler) Release(token uint64, o sluice.Outcome, latency time.Duration) {
+// releaser is the Throttler as seen by its permits: a distinct type keeps
+// Release out of Throttler's method set, so that only a Permit, which
+// releases once, can call it.
+type releaser Throttler
+
+// Release implements sluice.Releaser. token is the acquire time.
+func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration) {
+	t := (*Throttler)(r)
 	t.inFlight.Add(-1)
 	at := int64(token)
 	t.mu.Lock()
