@@ -196,5 +196,5 @@ func (l *Limiter) verdict(a Arrival) (sluice.Permit, error) {
 		return sluice.NewPermit((*releaser)(l), a.Token), nil
 	}
 	l.counters.Reject(a.Reason)
-	return sluice.Permit{}, reject(a.Reason, a.RetryAfter)
+	return sluice.Permit{}, sluice.Reject(a.Reason, a.RetryAfter)
 }

@@ -187,21 +187,5 @@ func (l *Limiter) fullFast() (sluice.Reason, bool) {
 func (l *Limiter) rejectFast(r sluice.Reason) error {
 	l.counters.Reject(r)
 	limit := int64(l.hot.state.Load() >> limitShift & limitMask)
-	return reject(r, time.Duration(l.meanSvc.Load()/max(limit, 1)))
-}
-
-// noHint holds a rejection error per reason with no retry-after hint,
-// shared so that rejecting before any latency is known allocates nothing.
-var noHint = func() (errs [sluice.NumReasons]error) {
-	for r := range errs {
-		errs[r] = sluice.Reject(sluice.Reason(r), 0)
-	}
-	return errs
-}()
-
-func reject(r sluice.Reason, retryAfter time.Duration) error {
-	if retryAfter <= 0 {
-		return noHint[r]
-	}
-	return sluice.Reject(r, retryAfter)
+	return sluice.Reject(r, time.Duration(l.meanSvc.Load()/max(limit, 1)))
 }

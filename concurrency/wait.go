@@ -121,7 +121,7 @@ func (l *Limiter) finish(w *waiter, e Event) (sluice.Permit, error) {
 		return sluice.NewPermit((*releaser)(l), e.Token), nil
 	}
 	l.counters.Reject(e.Reason)
-	return sluice.Permit{}, reject(e.Reason, e.RetryAfter)
+	return sluice.Permit{}, sluice.Reject(e.Reason, e.RetryAfter)
 }
 
 // dispatch delivers the Core's last Events to their waiters. Call with mu
