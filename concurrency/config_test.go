@@ -1,0 +1,62 @@
+package concurrency
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidation(t *testing.T) {
+	tests := []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{}, "Limit"},
+		{Config{Limit: -1}, "Limit"},
+		{Config{Limit: MaxLimit + 1}, "Limit"},
+		{Config{Limit: 1, MaxQueue: -1}, "MaxQueue"},
+		{Config{Limit: 1, MaxQueue: MaxLimit + 1}, "MaxQueue"},
+		{Config{Limit: 1, MaxWait: -time.Second}, "MaxWait"},
+		{Config{Limit: 1, Discipline: 9}, "Discipline"},
+		{Config{Limit: 1, CoDelTarget: -1}, "CoDelTarget"},
+		{Config{Limit: 1, CoDelInterval: -1}, "CoDelInterval"},
+	}
+	for _, tt := range tests {
+		_, err := New(tt.cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
+		}
+		if _, err := NewCore(tt.cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewCore(%+v) = %v, want ErrInvalidConfig", tt.cfg, err)
+		}
+	}
+}
+
+func TestDisciplineText(t *testing.T) {
+	for d := FIFO; d < numDisciplines; d++ {
+		b, err := d.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Discipline
+		if err := back.UnmarshalText(b); err != nil || back != d {
+			t.Errorf("round trip of %v: %v, %v", d, back, err)
+		}
+	}
+	var d Discipline
+	if err := d.UnmarshalText([]byte("random")); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("UnmarshalText(random) = %v, want ErrInvalidConfig", err)
+	}
+	if s := Discipline(9).String(); s != "discipline(9)" {
+		t.Errorf("String = %q", s)
+	}
+}
+
+func TestVerdictString(t *testing.T) {
+	for v, want := range map[Verdict]string{Admitted: "admitted", Queued: "queued", Rejected: "rejected", 7: "verdict(7)"} {
+		if got := v.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", v, got, want)
+		}
+	}
+}
