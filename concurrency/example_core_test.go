@@ -1,6 +1,7 @@
 package concurrency_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -68,4 +69,23 @@ func ExampleParseDiscipline() {
 	// Output:
 	// true <nil>
 	// concurrency: invalid config: unknown discipline "random" (want fifo, lifo, codel or adaptive_lifo)
+}
+
+// TryArrive never queues and never jumps the queue.
+func ExampleCore_TryArrive() {
+	c, _ := concurrency.NewCore(concurrency.Config{Limit: 1, MaxQueue: 1})
+	a := c.TryArrive()
+	fmt.Println(a.Verdict)
+	fmt.Println(c.TryArrive().Reason)
+	// Output:
+	// admitted
+	// limit
+}
+
+// A Discipline reads from JSON, YAML or a flag by its name.
+func ExampleDiscipline_UnmarshalText() {
+	var cfg struct{ Discipline concurrency.Discipline }
+	err := json.Unmarshal([]byte(`{"Discipline": "codel"}`), &cfg)
+	fmt.Println(cfg.Discipline == concurrency.CoDel, err)
+	// Output: true <nil>
 }

@@ -103,3 +103,14 @@ func ExampleConfig_algorithm() {
 	// limit: 8
 	// after a drop: 6
 }
+
+// Stats reads atomics only, cheap enough to scrape often.
+func ExampleLimiter_Stats() {
+	l, _ := concurrency.New(concurrency.Config{Limit: 1})
+	p, _ := l.TryAcquire()
+	l.TryAcquire() // rejected: the only permit is held
+	s := l.Stats()
+	fmt.Println("limit", s.Limit, "in flight", s.InFlight, "admitted", s.Admitted, "rejected", s.Rejected[sluice.ReasonLimit])
+	p.Release(sluice.Success, time.Millisecond)
+	// Output: limit 1 in flight 1 admitted 1 rejected 1
+}
