@@ -89,16 +89,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[headerPolicy] = h.policyField
 	}
 	key, kp, gp, err := h.acquire(r)
-	if err != nil {
-		if !h.reject(w, r, err) {
-			return
-		}
-		// Dry run: serve without permits.
-	} else if h.remaining != nil {
-		n, reset := h.remaining(key)
-		w.Header()[headerRateLimit] = []string{rateLimitField(h.policyName, n, reset)}
+	if err != nil && !h.reject(w, r, err) {
+		return
 	}
-	h.serve(w, r, &kp, &gp)
+	// Admitted, or in dry run, served without permits.
+	h.serve(w, r, key, &kp, &gp, err == nil)
 }
 
 // acquire takes the per-key permit, then the global one; when the global
@@ -172,25 +167,27 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error) bool
 	return false
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kp, gp *sluice.Permit) {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, key string, kp, gp *sluice.Permit, admitted bool) {
 	h.admitted.Add(1)
 	sw := &statusWriter{ResponseWriter: w}
 	start := clock.Nanos()
-	done := false
-	// Deferred, so that a panicking handler (or one calling
-	// runtime.Goexit) still gives its permits back.
+	o := sluice.Ignore
+	// Deferred, and armed before any code that is not ours runs, so that
+	// the permits come back however the request ends: a panic (or
+	// runtime.Goexit) in the handler, in Remaining or in Outcome leaves
+	// the outcome at Ignore.
 	defer func() {
-		o := sluice.Ignore
-		if done {
-			o = h.classify(r, sw)
-		}
 		lat := time.Duration(clock.Nanos() - start)
 		gp.Release(o, lat)
 		kp.Release(o, lat)
 		h.outcomes[o].Add(1)
 	}()
+	if admitted && h.remaining != nil {
+		n, reset := h.remaining(key)
+		w.Header()[headerRateLimit] = []string{rateLimitField(h.policyName, n, reset)}
+	}
 	h.next.ServeHTTP(sw, r)
-	done = true
+	o = h.classify(r, sw)
 }
 
 func (h *Handler) classify(r *http.Request, sw *statusWriter) sluice.Outcome {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/rate"
 )
 
 // recorder is an adaptive.Algorithm that keeps the samples it is fed and
@@ -77,7 +79,7 @@ func TestOutcomesReachTheLimiter(t *testing.T) {
 		serve(h, httptest.NewRequestWithContext(ctx, "GET", "/gone", nil))
 
 		want := []sluice.Outcome{sluice.Success, sluice.Dropped, sluice.Success, sluice.Dropped}
-		if got := alg.outcomes(); !outcomesEqual(got, want) {
+		if got := alg.outcomes(); !slices.Equal(got, want) {
 			t.Errorf("algorithm saw %v, want %v (the client that left teaches nothing)", got, want)
 		}
 		s := h.Stats()
@@ -101,18 +103,6 @@ func TestOutcomesReachTheLimiter(t *testing.T) {
 			t.Errorf("after the custom classifier the algorithm saw %v", got)
 		}
 	})
-}
-
-func outcomesEqual(a, b []sluice.Outcome) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestPanicReleasesPermit(t *testing.T) {
@@ -182,17 +172,18 @@ func TestWriterKeepsOptionalInterfaces(t *testing.T) {
 			io.Copy(w, strings.NewReader("copied"))
 		}
 	}), Config{Limiter: lim})
-	// The hijacking handler answers the client before it returns: wait for
-	// the middleware to finish with it before reading its stats.
-	hijackDone := make(chan struct{})
+	// A client can have its whole response (the hijacking handler's
+	// before it even returns) while the middleware is still releasing:
+	// wait for the middleware to finish with every request before reading
+	// what the handlers saw and the stats.
+	paths := []string{"/flush", "/hijack", "/copy"}
+	served := make(chan struct{}, len(paths))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
-		if r.URL.Path == "/hijack" {
-			close(hijackDone)
-		}
+		served <- struct{}{}
 	}))
 	defer srv.Close()
-	for _, path := range []string{"/flush", "/hijack", "/copy"} {
+	for _, path := range paths {
 		resp, err := srv.Client().Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
@@ -203,7 +194,9 @@ func TestWriterKeepsOptionalInterfaces(t *testing.T) {
 			t.Errorf("/copy body %q", body)
 		}
 	}
-	<-hijackDone
+	for range paths {
+		<-served
+	}
 	if !flushed || deadlineErr != nil || !hijacked {
 		t.Errorf("flushed %v, SetWriteDeadline %v, hijacked %v; want true, nil, true", flushed, deadlineErr, hijacked)
 	}
@@ -272,5 +265,45 @@ func TestOutcomeOutOfRangeIsIgnore(t *testing.T) {
 	}
 	if got := alg.outcomes(); len(got) != 0 || lim.Stats().InFlight != 0 {
 		t.Errorf("algorithm saw %v, in flight %d; want nothing learnt, nothing held", got, lim.Stats().InFlight)
+	}
+}
+
+// A panic in a hook (Remaining, Outcome) is a panic in the request, like
+// one in the handler: the permits still come back, as Ignore.
+func TestHookPanicReleasesPermits(t *testing.T) {
+	boom := func() { panic("boom") }
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"Remaining", Config{Policy: &RatePolicy{Quota: 1, Window: time.Second,
+			Remaining: func(string) (int, time.Duration) { boom(); return 0, 0 }}}},
+		{"Outcome", Config{Outcome: func(*http.Request, int) sluice.Outcome { boom(); return sluice.Success }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim, err := concurrency.New(concurrency.Config{Limit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := perIPBuckets(t, rate.Config{Rate: 1, Burst: 1})
+			cfg := tc.cfg
+			cfg.Limiter, cfg.PerKey = lim, m
+			h := mustNew(t, okHandler, cfg)
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Error("the hook's panic did not reach the server")
+					}
+				}()
+				serve(h, httptest.NewRequest("GET", "/", nil))
+			}()
+			b, _ := m.Get("192.0.2.1") // httptest.NewRequest's RemoteAddr
+			if got := lim.Stats().InFlight; got != 0 || b.Tokens() >= 1 {
+				t.Errorf("in flight %d, per-key tokens %v after the panic; want 0 and the token spent", got, b.Tokens())
+			}
+			if s := h.Stats(); s.Ignored != 1 {
+				t.Errorf("stats %+v, want the request released as Ignore", s)
+			}
+		})
 	}
 }
