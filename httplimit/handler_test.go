@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,23 +135,11 @@ func TestSpoofedForwardedForDoesNotChangeKey(t *testing.T) {
 			if trusted {
 				want = []int{200, 200, 429}
 			}
-			if !slicesEqual(codes, want) {
+			if !slices.Equal(codes, want) {
 				t.Errorf("statuses %v, want %v", codes, want)
 			}
 		})
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestFallbackKeyIsCounted(t *testing.T) {
@@ -165,7 +154,7 @@ func TestFallbackKeyIsCounted(t *testing.T) {
 		codes = append(codes, serve(h, r).Code)
 	}
 	// The two keyless requests share DefaultFallbackKey's bucket.
-	if !slicesEqual(codes, []int{200, 429, 200}) {
+	if !slices.Equal(codes, []int{200, 429, 200}) {
 		t.Errorf("statuses %v, want [200 429 200]", codes)
 	}
 	if got := h.Stats().FallbackKeys; got != 2 {
@@ -260,7 +249,7 @@ func TestLongKeysAreDigested(t *testing.T) {
 		serve(h, httptest.NewRequest("GET", "/b", nil)).Code, // differs only past the cut
 		serve(h, httptest.NewRequest("GET", "/a", nil)).Code,
 	}
-	if !slicesEqual(codes, []int{200, 200, 429}) {
+	if !slices.Equal(codes, []int{200, 200, 429}) {
 		t.Errorf("statuses %v, want [200 200 429]: long keys must stay distinct", codes)
 	}
 	for _, k := range seen[1:] { // seen[0] is keyed's overflow key
