@@ -84,17 +84,17 @@ func RetryAfterSeconds(d time.Duration) int64 {
 }
 
 // setRejectHeaders sets Retry-After when the limiter gave a hint and, for a
-// 429 under a declared policy, the RateLimit field: nothing remains, more
-// comes after the hint.
+// 429 under a declared policy, the RateLimit field: nothing remains, and
+// with a hint, more comes after it.
 func setRejectHeaders(h http.Header, retryAfter time.Duration, status int, policyName string) {
 	secs := RetryAfterSeconds(retryAfter)
-	if secs == 0 {
-		return
+	if secs > 0 {
+		h[headerRetryAfter] = []string{strconv.FormatInt(secs, 10)}
+	} else {
+		retryAfter = -1 // no hint: RateLimit without "t"
 	}
-	v := strconv.FormatInt(secs, 10)
-	h[headerRetryAfter] = []string{v}
 	if policyName != "" && status == http.StatusTooManyRequests {
-		h[headerRateLimit] = []string{policyName + ";r=0;t=" + v}
+		h[headerRateLimit] = []string{rateLimitField(policyName, 0, retryAfter)}
 	}
 }
 
@@ -131,7 +131,8 @@ func bucketRemaining(tokens float64, c rate.Config) (int, time.Duration) {
 	return int(tokens), time.Duration(math.Ceil(secs * float64(time.Second)))
 }
 
-// rateLimitField formats the RateLimit field of an admitted response.
+// rateLimitField formats a RateLimit field; a negative reset leaves "t"
+// out.
 func rateLimitField(name string, remaining int, reset time.Duration) string {
 	var buf [64]byte // on the stack for any sane policy name
 	b := append(buf[:0], name...)

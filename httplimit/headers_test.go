@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -98,6 +99,13 @@ func TestNoRetryAfterWithoutHint(t *testing.T) {
 	w := serve(h, httptest.NewRequest("GET", "/", nil))
 	if w.Code != 503 || w.Header()["Retry-After"] != nil {
 		t.Errorf("status %d, Retry-After %q; want 503 and none", w.Code, w.Header()["Retry-After"])
+	}
+	// A 429 under a policy still says nothing remains; without a hint it
+	// cannot say when more comes, so "t" is left out.
+	h = mustNew(t, okHandler, Config{Limiter: rejecter{sluice.ReasonRate, 0}, Policy: &RatePolicy{Quota: 1, Window: time.Second}})
+	w = serve(h, httptest.NewRequest("GET", "/", nil))
+	if got := w.Header()["Ratelimit"]; w.Code != 429 || w.Header()["Retry-After"] != nil || len(got) != 1 || got[0] != `"default";r=0` {
+		t.Errorf("status %d, Retry-After %q, RateLimit %q; want 429, none, \"default\";r=0", w.Code, w.Header()["Retry-After"], got)
 	}
 }
 
@@ -265,4 +273,42 @@ func TestStatusGlobalBucketWaitIs429(t *testing.T) {
 	if got := b.Stats().Rejected[sluice.ReasonQueueTimeout]; got != 1 {
 		t.Fatalf("bucket counted %d queue_timeout rejections, want 1", got)
 	}
+}
+
+// FuzzRejectHeaders: for any hint, Retry-After rounds up to whole seconds
+// and a 429 under a policy carries a RateLimit field that parses, says
+// nothing remains, and agrees with Retry-After; for any quota left and
+// reset, an admitted response's RateLimit field parses.
+func FuzzRejectHeaders(f *testing.F) {
+	f.Add(int64(1500*time.Millisecond), 3, int64(-1))
+	f.Add(int64(0), -5, int64(0))
+	f.Add(int64(math.MaxInt64), math.MaxInt, int64(math.MaxInt64))
+	f.Add(int64(math.MinInt64), math.MinInt, int64(1))
+	f.Fuzz(func(t *testing.T, hint int64, remaining int, reset int64) {
+		d := time.Duration(hint)
+		secs := RetryAfterSeconds(d)
+		switch {
+		case d <= 0 && secs != 0:
+			t.Fatalf("RetryAfterSeconds(%v) = %d, want 0", d, secs)
+		case d > 0 && (secs < 1 || time.Duration(secs-1)*time.Second >= d || float64(secs) < d.Seconds()):
+			t.Fatalf("RetryAfterSeconds(%v) = %d, want it rounded up", d, secs)
+		}
+		h := http.Header{}
+		setRejectHeaders(h, d, http.StatusTooManyRequests, `"p"`)
+		it := parseSFList(t, h.Get("RateLimit"))
+		if len(it) != 1 || it[0].name != "p" || intParam(t, it[0], "r") != 0 {
+			t.Fatalf("RateLimit %q", h.Get("RateLimit"))
+		}
+		if ra := h.Get("Retry-After"); ra != it[0].params["t"] || (ra == "") != (secs == 0) {
+			t.Fatalf("hint %v: Retry-After %q, RateLimit %q", d, ra, h.Get("RateLimit"))
+		}
+
+		it = parseSFList(t, rateLimitField(`"p"`, remaining, time.Duration(reset)))
+		if len(it) != 1 || intParam(t, it[0], "r") != int64(max(remaining, 0)) {
+			t.Fatalf("rateLimitField(%d, %v) = %+v", remaining, time.Duration(reset), it)
+		}
+		if _, hasT := it[0].params["t"]; hasT != (reset >= 0) || (hasT && intParam(t, it[0], "t") != RetryAfterSeconds(time.Duration(reset))) {
+			t.Fatalf("rateLimitField(%d, %v) = %+v", remaining, time.Duration(reset), it)
+		}
+	})
 }
