@@ -50,11 +50,12 @@ type IPConfig struct {
 }
 
 // ClientIP finds the address of the client that sent a request. Build it
-// with NewClientIP; it is safe for concurrent use.
+// with NewClientIP; the zero ClientIP keys by the TCP peer's whole address.
+// It is safe for concurrent use.
 type ClientIP struct {
 	trusted  []netip.Prefix
 	header   string // canonical header key; "" when no proxy is trusted
-	v6prefix int
+	v6prefix int    // bits kept of an IPv6 key; 0: all of them
 }
 
 // NewClientIP validates cfg and returns a ClientIP.
@@ -63,7 +64,7 @@ func NewClientIP(cfg IPConfig) (*ClientIP, error) { return newClientIP(cfg, "") 
 // newClientIP is NewClientIP with the name of the field holding cfg, for
 // error messages.
 func newClientIP(cfg IPConfig, field string) (*ClientIP, error) {
-	c := &ClientIP{v6prefix: 128}
+	c := &ClientIP{}
 	for i, s := range cfg.TrustedProxies {
 		p, err := parsePrefix(s)
 		if err != nil {
@@ -82,11 +83,10 @@ func newClientIP(cfg IPConfig, field string) (*ClientIP, error) {
 	if len(c.trusted) == 0 {
 		c.header = ""
 	}
-	switch {
-	case cfg.IPv6Prefix == 0:
-	case cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128:
+	if cfg.IPv6Prefix < 0 || cfg.IPv6Prefix > 128 {
 		return nil, configErr(field+"IPv6Prefix", "%d: want 0 (the whole address) or 1..128", cfg.IPv6Prefix)
-	default:
+	}
+	if cfg.IPv6Prefix < 128 {
 		c.v6prefix = cfg.IPv6Prefix
 	}
 	return c, nil
@@ -170,8 +170,8 @@ func (c *ClientIP) Key(r *http.Request) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if a.Is6() && c.v6prefix < 128 {
-		p, _ := a.Prefix(c.v6prefix) // cannot fail: 1 <= v6prefix <= 128
+	if a.Is6() && c.v6prefix > 0 {
+		p, _ := a.Prefix(c.v6prefix) // cannot fail: 1 <= v6prefix < 128
 		return p.String(), true
 	}
 	return a.String(), true

@@ -1,11 +1,14 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice"
 )
 
 func TestClientIPKey(t *testing.T) {
@@ -156,7 +159,7 @@ func TestBuiltinKeys(t *testing.T) {
 	if _, ok := HeaderKey("Authorization")(r); ok {
 		t.Error("HeaderKey of a missing header is usable")
 	}
-	r.Header.Set("X-Long", strings.Repeat("a", maxKeyLen+1))
+	r.Header.Set("X-Long", strings.Repeat("a", MaxKeyLen+1))
 	if _, ok := HeaderKey("X-Long")(r); ok {
 		t.Error("HeaderKey of an over-long value is usable")
 	}
@@ -199,6 +202,74 @@ func FuzzClientIP(f *testing.F) {
 			peer, _ := parseHop(remote)
 			if a != peer && !c.isTrusted(peer) {
 				t.Fatalf("untrusted peer %s produced key %s", peer, a)
+			}
+		}
+	})
+}
+
+// The zero ClientIP keys by the whole peer address, as NewClientIP with a
+// zero IPConfig does: an IPv6 client is not masked into one key for all.
+func TestZeroClientIP(t *testing.T) {
+	built, err := NewClientIP(IPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, remote := range []string{"[2001:db8::1]:443", "203.0.113.7:1"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("X-Forwarded-For", "198.51.100.1")
+		zero, zok := (&ClientIP{}).Key(r)
+		want, wok := built.Key(r)
+		if zero != want || zok != wok || strings.Contains(zero, "/") {
+			t.Errorf("%s: zero ClientIP keys %q, %v; NewClientIP(IPConfig{}) %q, %v", remote, zero, zok, want, wok)
+		}
+	}
+}
+
+// keyRecorder is a Keyed that admits everything and records the keys it
+// was asked for.
+type keyRecorder struct{ keys []string }
+
+func (k *keyRecorder) Acquire(_ context.Context, key string) (sluice.Permit, error) {
+	return k.TryAcquire(key)
+}
+
+func (k *keyRecorder) TryAcquire(key string) (sluice.Permit, error) {
+	k.keys = append(k.keys, key)
+	return sluice.Permit{}, nil
+}
+
+// FuzzKeys: whatever a client sends in the header, path or method a key is
+// read from, and whatever a custom KeyFunc makes of it, the middleware
+// neither panics nor hands the per-key limiter a key longer than MaxKeyLen,
+// and a request without a usable key is counted against the fallback.
+func FuzzKeys(f *testing.F) {
+	f.Add("alice", "/items/1", "GET")
+	f.Add("", "", "")
+	f.Add(strings.Repeat("k", MaxKeyLen+1), "/"+strings.Repeat("p", 2*MaxKeyLen), "M")
+	f.Fuzz(func(t *testing.T, value, path, method string) {
+		keys := []KeyFunc{
+			HeaderKey("X-Api-Key"), PathKey, MethodKey, PatternKey,
+			func(r *http.Request) (string, bool) { return r.Header.Get("X-Api-Key"), true },
+		}
+		for i, key := range keys {
+			rec := &keyRecorder{}
+			h := mustNew(t, okHandler, Config{PerKey: rec, Key: key, NoWait: true})
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header["X-Api-Key"] = []string{value}
+			r.URL.Path, r.Method = path, method
+			if w := serve(h, r); w.Code != http.StatusOK {
+				t.Fatalf("key %d: status %d", i, w.Code)
+			}
+			want, ok := key(r)
+			if len(rec.keys) != 1 || len(rec.keys[0]) > MaxKeyLen {
+				t.Fatalf("key %d: the limiter was asked for %q", i, rec.keys)
+			}
+			if !ok && (rec.keys[0] != DefaultFallbackKey || h.Stats().FallbackKeys != 1) {
+				t.Fatalf("key %d: no usable key, but the limiter got %q and stats %+v", i, rec.keys[0], h.Stats())
+			}
+			if ok && len(want) <= MaxKeyLen && rec.keys[0] != want {
+				t.Fatalf("key %d: the limiter got %q, want %q", i, rec.keys[0], want)
 			}
 		}
 	})

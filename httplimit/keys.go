@@ -20,8 +20,6 @@ type KeyFunc func(r *http.Request) (key string, ok bool)
 // a longer header value or path as no usable key instead.
 const MaxKeyLen = 256
 
-const maxKeyLen = MaxKeyLen
-
 // digestKey stands for a key too long to store: a collision-resistant
 // digest, so that clients cannot share (or attack) each other's limits by
 // sending long keys that only differ past a cut.
@@ -36,7 +34,7 @@ func HeaderKey(name string) KeyFunc {
 	name = http.CanonicalHeaderKey(name)
 	return func(r *http.Request) (string, bool) {
 		v := r.Header[name]
-		if len(v) == 0 || v[0] == "" || len(v[0]) > maxKeyLen {
+		if len(v) == 0 || v[0] == "" || len(v[0]) > MaxKeyLen {
 			return "", false
 		}
 		return v[0], true
@@ -48,7 +46,7 @@ func HeaderKey(name string) KeyFunc {
 // matched mux pattern instead (PatternKey).
 func PathKey(r *http.Request) (string, bool) {
 	p := r.URL.Path
-	if p == "" || len(p) > maxKeyLen {
+	if p == "" || len(p) > MaxKeyLen {
 		return "", false
 	}
 	return p, true
@@ -70,7 +68,7 @@ func MethodKey(r *http.Request) (string, bool) {
 	if r.Method == "" {
 		return http.MethodGet, true // the server's reading of an empty method
 	}
-	if len(r.Method) > maxKeyLen {
+	if len(r.Method) > MaxKeyLen {
 		return "", false
 	}
 	return r.Method, true
