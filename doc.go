@@ -17,6 +17,14 @@
 // concurrency (in-flight limit with FIFO, LIFO, CoDel and adaptive LIFO
 // queues), adaptive (AIMD, Vegas, Gradient2), keyed (per-key limits with
 // bounded memory). [All] admits across several limiters all-or-nothing.
+// What uses them: httplimit (net/http middleware), client (a bounded
+// executor, retries under a budget, adaptive throttling, a RoundTripper),
+// netlimit (a limiting net.Listener) and promsluice (Prometheus metrics).
+//
+// Rejections are errors, not booleans, so that they carry a reason and a
+// retry-after hint through any number of layers: test them with errors.Is
+// (ErrRejected, or a reason's sentinel such as ErrQueueFull) and read the
+// hint with [RetryAfter].
 //
 // Each decision also has an explicit-time form (...At(now)) so the simulator
 // in package sim can run the same code in virtual time.
