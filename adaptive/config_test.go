@@ -34,6 +34,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"VegasConfig.Beta", newVegas(VegasConfig{Beta: math.Inf(1)})},
 		{"VegasConfig.Smoothing", newVegas(VegasConfig{Smoothing: 1.5})},
 		{"VegasConfig.NoLoadWindow", newVegas(VegasConfig{NoLoadWindow: -1})},
+		{"VegasConfig.Backoff", newVegas(VegasConfig{Backoff: 1.1})},
+		{"VegasConfig.Backoff", newVegas(VegasConfig{Backoff: -0.9})},
+		{"VegasConfig.Timeout", newVegas(VegasConfig{Timeout: -time.Second})},
+		{"Gradient2Config.Timeout", newG2(Gradient2Config{Timeout: -time.Second})},
 		{"Gradient2Config.Tolerance", newG2(Gradient2Config{Tolerance: 0.9})},
 		{"Gradient2Config.Tolerance", newG2(Gradient2Config{Tolerance: math.NaN()})},
 		{"Gradient2Config.QueueSize", newG2(Gradient2Config{QueueSize: -4})},
@@ -64,14 +68,14 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Limit() != 20 || v.alpha != 3 || v.beta != 6 || v.smoothing != 1 || !v.slowStart || v.noLoad.window != 30*time.Second || v.bounds != (bounds{1, 1000}) {
+	if v.Limit() != 20 || v.alpha != 3 || v.beta != 6 || v.smoothing != 1 || v.backoff != 0.9 || v.timeout != 0 || !v.slowStart || v.noLoad.window != 30*time.Second || v.bounds != (bounds{1, 1000}) {
 		t.Errorf("Vegas defaults: %+v", v)
 	}
 	g, err := NewGradient2(Gradient2Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Limit() != 20 || g.tolerance != 1.5 || g.queue != 4 || g.smoothing != 0.2 || g.long.n != 600 || g.bounds != (bounds{1, 1000}) {
+	if g.Limit() != 20 || g.tolerance != 1.5 || g.queue != 4 || g.smoothing != 0.2 || g.long.n != 600 || g.timeout != 0 || g.bounds != (bounds{1, 1000}) {
 		t.Errorf("Gradient2 defaults: %+v", g)
 	}
 	// The default initial limit bends to explicit bounds rather than fail.

@@ -32,6 +32,9 @@ type Gradient2Config struct {
 	// LongWindow is the number of samples the long-term latency averages
 	// over. Default 600.
 	LongWindow int
+	// Timeout, when positive, makes a Success slower than it count as
+	// Dropped (see Vegas). Default 0.
+	Timeout time.Duration
 }
 
 // Gradient2 is Netflix's Gradient2Limit: it compares the recent latency with
@@ -61,9 +64,13 @@ type Gradient2Config struct {
 //     which the limit would shrink for nothing);
 //   - not in use (in flight never reached half the limit during the round
 //     trip): the limit does not move;
-//   - a round trip with a Dropped sample: the gradient is 0.5. Netflix's
-//     version ignores drops, and a stable timeout has a flat latency that
-//     it reads as healthy (#137).
+//   - a round trip with a Dropped sample (or a Success slower than
+//     Timeout): the gradient is 0.5. Netflix's version ignores drops, and
+//     a stable timeout has a flat latency that it reads as healthy (#137).
+//     Unlike Vegas, drops of requests admitted before the cut still
+//     count: a cut is a tenth (0.5, smoothed by 0.2), and repeating it
+//     while the drops of the old limit come in is how Gradient2 comes
+//     down from a limit far above a service that slowed (seed 003).
 //
 // It averages rather than taking a minimum, which suits services whose
 // requests vary widely in cost: a minimum would be the cheapest request's
@@ -98,6 +105,8 @@ type Gradient2 struct {
 	queue     float64
 	smoothing float64
 
+	timeout time.Duration
+
 	long   ewma
 	rt     roundTrip
 	seenAt int // highest in-flight at which long is known to hold
@@ -125,6 +134,9 @@ func NewGradient2(cfg Gradient2Config) (*Gradient2, error) {
 	if err := checkFraction(typ, "Smoothing", cfg.Smoothing); err != nil {
 		return nil, err
 	}
+	if err := checkNonNegative(typ, "Timeout", cfg.Timeout); err != nil {
+		return nil, err
+	}
 	return &Gradient2{
 		limit:     initial,
 		bounds:    b,
@@ -132,6 +144,7 @@ func NewGradient2(cfg Gradient2Config) (*Gradient2, error) {
 		queue:     float64(cmp.Or(cfg.QueueSize, 4)),
 		smoothing: cmp.Or(cfg.Smoothing, 0.2),
 		long:      ewma{n: cmp.Or(cfg.LongWindow, 600)},
+		timeout:   cfg.Timeout,
 	}, nil
 }
 
@@ -144,6 +157,7 @@ func (g *Gradient2) LongLatency() time.Duration { return time.Duration(g.long.va
 
 // Observe feeds one sample taken at now and returns the new limit.
 func (g *Gradient2) Observe(now time.Time, s Sample) int {
+	s = overdue(s, g.timeout)
 	if !learnable(s) {
 		return int(g.limit)
 	}

@@ -58,3 +58,17 @@ func TestGradient2BaselineDoesNotLearnTheQueue(t *testing.T) {
 		t.Fatalf("long latency %v did not follow a slowdown at comparable load", got)
 	}
 }
+
+// A success slower than Timeout is a drop: the gradient is 0.5.
+func TestGradient2Timeout(t *testing.T) {
+	const ms = time.Millisecond
+	g, err := NewGradient2(Gradient2Config{InitialLimit: 20, Timeout: 15 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay(t, g, []step{
+		{0, ok(10*ms, 20), 20},
+		{10 * ms, ok(15*ms, 20), 20}, // at the timeout: a success, 20.8
+		{25 * ms, ok(16*ms, 20), 18}, // over it: 20.8 × 0.8 + 10.4 × 0.2 = 18.72
+	})
+}

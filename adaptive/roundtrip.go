@@ -90,6 +90,25 @@ func (w *roundTrip) next(now time.Time) {
 // slack keeps a limit one or two above ref from locking them out.
 func near(n, ref int) bool { return n <= ref+ref/8+1 }
 
+// overdue returns s as Dropped if it is a Success slower than timeout
+// (when timeout > 0): the client it answered had given up.
+func overdue(s Sample, timeout time.Duration) Sample {
+	if timeout > 0 && s.Outcome == sluice.Success && s.Latency > timeout {
+		s.Outcome = sluice.Dropped
+	}
+	return s
+}
+
+// dropCut is when the limit was last cut for a drop; zero before.
+type dropCut time.Time
+
+// answered reports whether s is a drop of a request that started before
+// the cut: the cut already answered it.
+func (c dropCut) answered(now time.Time, s Sample) bool {
+	t := time.Time(c)
+	return s.Outcome == sluice.Dropped && !t.IsZero() && !now.Add(-s.Latency).After(t)
+}
+
 // learnable reports whether s is an outcome an algorithm learns from.
 // Limiters never pass Ignore or Canceled (see Sample); should one arrive,
 // it is dropped rather than read as a success.

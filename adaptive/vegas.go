@@ -30,6 +30,15 @@ type VegasConfig struct {
 	// NoSlowStart turns slow start off: the limit then grows by at most
 	// beta per round trip from the start. Default false.
 	NoSlowStart bool
+	// Backoff multiplies the limit after a round trip with a Dropped
+	// sample, taking at least one step off; within (0, 1]. Default 0.9.
+	// 1 takes one step off, as Netflix's VegasLimit does.
+	Backoff float64
+	// Timeout, when positive, makes a Success slower than it count as
+	// Dropped: the deadline a client gives up at, when the limiter is not
+	// told of the give-up itself. Default 0: latency counts only as a
+	// queue.
+	Timeout time.Duration
 }
 
 // Vegas is TCP Vegas's delay-based limit as Netflix's VegasLimit defines it:
@@ -51,7 +60,17 @@ type VegasConfig struct {
 //   - queue < alpha: + step;
 //   - queue > beta: − step;
 //   - otherwise: unchanged (the sweet spot);
-//   - a round trip with a Dropped sample: − step, and slow start ends;
+//   - a round trip with a Dropped sample (or a Success slower than
+//     Timeout): × Backoff, at least one step off, and slow start ends. A
+//     drop says more than a queue does: a deadline was missed. Netflix
+//     takes one step off, which from a limit of 20 needs 13 round trips
+//     to reach a service that now holds 7 (seed 003: 26 s during which
+//     every request times out); TCP Vegas keeps Reno's multiplicative
+//     decrease on loss;
+//     a drop of a request that started before the last backoff is
+//     already answered by it and ignored (a client's timeout can be
+//     longer than a round trip, so its drops land in the round trips
+//     after the backoff and would cut again and again);
 //   - a round trip in which in flight never reached half the limit:
 //     unchanged. The limit is not the constraint, so the latency says
 //     nothing about it, and growing it would only let the next burst in.
@@ -72,12 +91,18 @@ type VegasConfig struct {
 // Above a limit of 1000 Netflix's step jumps from log10 (3) to sqrt (31);
 // here it stays log10, so the step grows smoothly.
 //
-// The no-load latency. Each round trip offers one piece of evidence: the
-// mean latency of its least loaded requests (those that started with
-// about the fewest in flight). A mean, because the fastest single request
-// of a noisy service is an outlier, and a baseline that low reads every
-// round trip as queued; the least loaded, because they queued least. The
-// estimate is the lowest such evidence, with two guards against the drift
+// The no-load latency. The evidence is the mean latency of the least
+// loaded requests of a round trip (those that started with about the
+// fewest in flight), pooled over round trips at comparable load until it
+// averages at least 32 requests. A mean, because the fastest single
+// request of a noisy service is an outlier, and a baseline that low reads
+// every round trip as queued; of 32, because the estimate is a minimum
+// over many pieces of evidence, and the minimum of many means of two or
+// three requests is an outlier too (seed 000's service, lognormal with
+// σ = 0.5: the estimate fell to a third of the mean and held the limit at
+// 6 of 10 workers, 55% of capacity; pooled, 91%). The least loaded,
+// because they queued least. The estimate is the lowest such evidence
+// (the first is taken whole, however thin), with two guards against the drift
 // of Netflix's estimate (#165), and without Envoy's probe, which pins
 // concurrency to a handful of requests to measure it and sheds healthy
 // traffic meanwhile (envoyproxy/envoy#8337):
@@ -105,7 +130,10 @@ type Vegas struct {
 	bounds      bounds
 	alpha, beta float64
 	smoothing   float64
+	backoff     float64
+	timeout     time.Duration
 	slowStart   bool
+	cut         dropCut
 	rt          roundTrip
 	noLoad      noLoadMin
 }
@@ -133,12 +161,20 @@ func NewVegas(cfg VegasConfig) (*Vegas, error) {
 	if err := checkNonNegative(typ, "NoLoadWindow", cfg.NoLoadWindow); err != nil {
 		return nil, err
 	}
+	if err := checkFraction(typ, "Backoff", cfg.Backoff); err != nil {
+		return nil, err
+	}
+	if err := checkNonNegative(typ, "Timeout", cfg.Timeout); err != nil {
+		return nil, err
+	}
 	return &Vegas{
 		limit:     initial,
 		bounds:    b,
 		alpha:     alpha,
 		beta:      beta,
 		smoothing: cmp.Or(cfg.Smoothing, 1),
+		backoff:   cmp.Or(cfg.Backoff, 0.9),
+		timeout:   cfg.Timeout,
 		slowStart: !cfg.NoSlowStart,
 		noLoad:    noLoadMin{window: cmp.Or(cfg.NoLoadWindow, 30*time.Second)},
 	}, nil
@@ -153,20 +189,25 @@ func (v *Vegas) NoLoadLatency() time.Duration { return time.Duration(v.noLoad.es
 
 // Observe feeds one sample taken at now and returns the new limit.
 func (v *Vegas) Observe(now time.Time, s Sample) int {
+	s = overdue(s, v.timeout)
+	if v.cut.answered(now, s) {
+		return int(v.limit)
+	}
 	if !learnable(s) || !v.rt.add(now, s) {
 		return int(v.limit)
 	}
 	defer v.rt.next(now)
 	rtt := v.rt.mean()
 	if low, k, n := v.rt.low(); low > 0 {
-		v.noLoad.observe(now, low, k, n)
+		v.noLoad.pool(now, low, k, n)
 	}
 	step := log10Step(v.limit)
 	var next float64
 	switch {
 	case v.rt.dropped:
 		v.slowStart = false
-		next = v.limit - step
+		v.cut = dropCut(now)
+		next = min(v.limit*v.backoff, v.limit-step)
 	case rtt == 0:
 		return int(v.limit) // no latency, nothing to learn
 	case float64(v.rt.maxInFlight)*2 < v.limit:
@@ -213,10 +254,44 @@ type noLoadMin struct {
 	candN     int
 	candStart time.Time
 	candLast  time.Time
+	// Least-loaded requests pooled until they are minEvidence (see pool).
+	poolSum float64
+	poolN   int
+	poolAt  int
 }
 
-// observe takes the mean latency r (ns) of the k least loaded requests of a
-// round trip, which started with n in flight.
+// minEvidence is the fewest requests one piece of no-load evidence
+// averages: round trips with fewer least-loaded requests are pooled until
+// they have as many. The estimate falls at once to lower evidence, so it
+// is a minimum over many pieces; the mean of one or two requests of a
+// noisy service is often far below its mean at no load (the 1st
+// percentile of seed 000's latency is a third of its mean), and a
+// baseline that low reads every round trip as queued.
+const minEvidence = 32
+
+// pool gathers the least-loaded requests of round trips into evidence of
+// at least minEvidence requests, then observes it.
+func (m *noLoadMin) pool(now time.Time, r float64, k, n int) {
+	if m.poolN > 0 && !near(n, m.poolAt) && !near(m.poolAt, n) {
+		m.poolSum, m.poolN = 0, 0 // another load: start over
+	}
+	if m.poolN == 0 {
+		m.poolAt = n
+	}
+	m.poolSum += r * float64(k)
+	m.poolN += k
+	m.poolAt = max(m.poolAt, n)
+	// The first evidence is taken whole, however thin: a baseline is
+	// needed now. If it is an outlier, the window rule (see observe)
+	// replaces it with the mean of what follows.
+	if m.est == 0 || m.poolN >= minEvidence {
+		m.observe(now, m.poolSum/float64(m.poolN), m.poolN, m.poolAt)
+		m.poolSum, m.poolN = 0, 0
+	}
+}
+
+// observe takes the mean latency r (ns) of the k least loaded requests of
+// one or more round trips, which started with n in flight at most.
 func (m *noLoadMin) observe(now time.Time, r float64, k, n int) {
 	if m.est == 0 || r < m.est {
 		m.est, m.seenAt = r, max(m.seenAt, n)

@@ -23,7 +23,7 @@ func TestVegasTransitions(t *testing.T) {
 			{77 * ms, ok(11*ms, 19), 20},    // queue 2 < alpha: +1
 			{88 * ms, ok(10*ms, 20), 26},    // queue 0 <= threshold 1: +beta
 			{98 * ms, ok(10*ms, 12), 26},    // 12 in flight < 26/2: the limit is not in use
-			{108 * ms, drop(10*ms, 26), 25}, // a drop: −1
+			{108 * ms, drop(10*ms, 26), 23}, // a drop: × 0.9 = 23.4
 		}},
 		{"slow start doubles only a full limit", VegasConfig{InitialLimit: 10}, []step{
 			{0, ok(10*ms, 8), 10},
@@ -44,10 +44,31 @@ func TestVegasTransitions(t *testing.T) {
 			{0, ok(10*ms, 10), 10},
 			{10 * ms, ok(10*ms, 10), 15},
 		}},
-		{"drops in one round trip cost one step", VegasConfig{InitialLimit: 10}, []step{
-			{0, drop(10*ms, 10), 10},
-			{5 * ms, drop(10*ms, 10), 10},
-			{10 * ms, drop(10*ms, 10), 9},
+		{"drops in one round trip cost one backoff", VegasConfig{InitialLimit: 30}, []step{
+			{0, drop(10*ms, 30), 30},
+			{5 * ms, drop(10*ms, 30), 30},
+			{10 * ms, drop(10*ms, 30), 27},
+		}},
+		{"a drop takes at least one step off", VegasConfig{InitialLimit: 5}, []step{
+			{0, drop(10*ms, 5), 5},
+			{10 * ms, drop(10*ms, 5), 4}, // 5 × 0.9 = 4.5; one step off is 4
+		}},
+		{"a drop that started before the last backoff is answered", VegasConfig{InitialLimit: 30}, []step{
+			{0, drop(10*ms, 30), 30},
+			{10 * ms, drop(10*ms, 30), 27},  // backoff at 10ms
+			{15 * ms, drop(100*ms, 27), 27}, // started at -85ms: ignored
+			{20 * ms, ok(10*ms, 27), 33},    // a round trip without drops: queue 0, + beta
+			{25 * ms, drop(3*ms, 33), 33},   // started at 22ms, after the backoff
+			{30 * ms, ok(10*ms, 33), 29},    // counts: × 0.9 = 29.7
+		}},
+		{"Backoff 1 is Netflix's one step", VegasConfig{InitialLimit: 30, Backoff: 1}, []step{
+			{0, drop(10*ms, 30), 30},
+			{10 * ms, drop(10*ms, 30), 29},
+		}},
+		{"a success slower than Timeout is a drop", VegasConfig{InitialLimit: 30, NoSlowStart: true, Timeout: 50 * ms}, []step{
+			{0, ok(50*ms, 30), 30},        // at the timeout: a success (noLoad 50ms)
+			{50 * ms, ok(50*ms, 30), 36},  // queue 0: + beta
+			{100 * ms, ok(51*ms, 36), 32}, // over it: × 0.9 = 32.4
 		}},
 	}
 	for _, tt := range tests {
@@ -87,5 +108,39 @@ func TestVegasNoLoadEstimate(t *testing.T) {
 	}
 	if m.seenAt != 30 {
 		t.Fatalf("seenAt = %d, want 30", m.seenAt)
+	}
+}
+
+// The estimate is a minimum over evidence of at least minEvidence
+// requests: single requests of a noisy service, whose fastest are a
+// fraction of its mean, do not drag it down to its fastest request.
+func TestVegasNoLoadPoolsNoisyEvidence(t *testing.T) {
+	const ms = time.Millisecond
+	m := noLoadMin{window: 10 * time.Second}
+	at := time.Duration(0)
+	feed := func(lat time.Duration, times int) {
+		for range times {
+			m.pool(epoch.Add(at), float64(lat), 1, 5)
+			at += ms
+		}
+	}
+	feed(10*ms, 1)
+	if got := time.Duration(m.est); got != 10*ms {
+		t.Fatalf("first sample: estimate %v, want 10ms", got)
+	}
+	for range 10 * minEvidence { // a noisy service: 5ms or 35ms, 20ms on average
+		feed(5*ms, 1)
+		feed(35*ms, 1)
+	}
+	if got := time.Duration(m.est); got != 10*ms {
+		t.Fatalf("after noisy samples averaging 20ms: estimate %v, want the first 10ms (no lower whole evidence)", got)
+	}
+	feed(8*ms, minEvidence-1) // not yet whole evidence
+	if got := time.Duration(m.est); got != 10*ms {
+		t.Fatalf("after %d fast samples: estimate %v, want still 10ms", minEvidence-1, got)
+	}
+	feed(8*ms, 1)
+	if got := time.Duration(m.est); got != 8*ms {
+		t.Fatalf("after %d fast samples: estimate %v, want 8ms", minEvidence, got)
 	}
 }
