@@ -79,13 +79,20 @@ func (a *all) TryAcquire() (Permit, error) {
 
 func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
 	m := a.newMulti()
+	// A part that panics (any Limiter may be a part) must not keep the
+	// earlier parts' permits: a server that recovers the panic would lose
+	// those slots and tokens for good.
+	done := false
+	defer func() {
+		if !done {
+			m.cancel()
+		}
+	}()
 	for _, l := range a.ls {
 		p, err := get(l)
 		if err != nil {
-			ps := m.parts()
-			for i := len(ps) - 1; i >= 0; i-- {
-				ps[i].Cancel()
-			}
+			m.cancel()
+			done = true
 			// A cancelled wait is not a rejection; a reason beyond
 			// NumReasons (a foreign Limiter's) must not index past the
 			// array.
@@ -96,9 +103,18 @@ func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
 		}
 		m.add(p)
 	}
+	done = true
 	a.admitted.Add(1)
 	a.inFlight.Add(1)
 	return NewPermit(m, 0), nil
+}
+
+// cancel gives back the permits granted so far, in reverse order.
+func (m *multi) cancel() {
+	ps := m.parts()
+	for i := len(ps) - 1; i >= 0; i-- {
+		ps[i].Cancel()
+	}
 }
 
 // Stats reports the composition's own counters: admissions of the whole,

@@ -313,3 +313,36 @@ func ExampleAll() {
 	// client tokens: 1
 	// admitted: 1 rejected: 1
 }
+
+// panicker is a Limiter whose Acquire panics, as a buggy one might.
+type panicker struct{ recorder }
+
+func (panicker) Acquire(context.Context) (sluice.Permit, error) { panic("boom") }
+func (panicker) TryAcquire() (sluice.Permit, error)             { panic("boom") }
+
+// A part that panics must not keep the earlier parts' permits: a server
+// that recovers the panic would otherwise lose the slot for good.
+func TestAllPanickingPartCancelsEarlierParts(t *testing.T) {
+	var log []string
+	slots, err := concurrency.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := sluice.All(slots, panicker{recorder{"p", &log}})
+	for _, acquire := range []func(){
+		func() { all.Acquire(context.Background()) },
+		func() { all.TryAcquire() },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Fatalf("recovered %v, want the part's panic", r)
+				}
+			}()
+			acquire()
+		}()
+		if s := slots.Stats(); s.InFlight != 0 {
+			t.Fatalf("%d permits of the first part held after the panic, want 0", s.InFlight)
+		}
+	}
+}
