@@ -9,17 +9,19 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/internal/gcra"
 	"github.com/sluicehq/sluice/rate"
 )
 
 // BucketsConfig configures Buckets.
 type BucketsConfig struct {
-	// Bucket is every key's token bucket, as rate.Config documents it,
-	// with two restrictions that let a key cost one word: Rate must be
-	// above 0 and at most 1e9 per second (time is kept in whole
-	// nanoseconds), and Burst at least 1. Burst/Rate (the time to refill a
-	// bucket) must not exceed 2^60 ns (36 years). MaxWait bounds how long
-	// Acquire waits for a token (0: only the context's deadline does).
+	// Bucket is every key's token bucket, as rate.Config documents it:
+	// every rate and burst a rate.Bucket accepts, with the same decisions
+	// (a key's bucket and a rate.Bucket share their arithmetic). MaxWait
+	// bounds how long Acquire waits for a token (0: only the context's
+	// deadline does). Under Rate 0 a key that has taken a token is never
+	// evicted, since its bucket never refills (see IdleTimeout); under
+	// Rate Inf a key holds nothing and any key may be evicted.
 	Bucket rate.Config
 
 	// Overflow is the bucket that the keys beyond MaxKeys share. Default
@@ -42,17 +44,22 @@ type BucketsConfig struct {
 // safe for concurrent use; Allow takes a shard's read lock, one clock read
 // and one compare-and-swap, and does not allocate.
 //
-// Every key has the same rate and burst, so a key is only the time its
-// bucket was empty: one word, beside the key's hash (see the package doc for
-// the bytes per key). A key whose bucket has refilled is indistinguishable
-// from a new key, so evicting it (lazily, once it has been full for
-// IdleTimeout) never hands anyone a free burst. When MaxKeys keys are live
-// and none can be evicted, a new key is served by the shared Overflow
-// bucket.
+// Every key has the same rate and burst, so a key is only its bucket's
+// state word (internal/gcra: the time its bucket was empty), beside the
+// key's hash (see the package doc for the bytes per key). The words of a
+// shard count time, in fixed point, from the shard's base, which moves as a
+// rate.Bucket's does when a time is too far from it: one pass over the
+// shard's keys (at most 4,096) under its write lock, exact. The finer the
+// rate, the sooner: never in practice below ~15,000 tokens/s, every ~10
+// hours at 1e9/s, every ~2 s above ~1.6e13/s. A key whose bucket has refilled is
+// indistinguishable from a new key, so evicting it (lazily, once it has been
+// full for IdleTimeout) never hands anyone a free burst. When MaxKeys keys
+// are live and none can be evicted, a new key is served by the shared
+// Overflow bucket.
 type Buckets struct {
 	t        table[struct{}]
-	interval int64 // nanos per token
-	tau      int64 // nanos to refill an empty bucket: burst*interval
+	p        gcra.Params
+	idle     time.Duration // how long a bucket must have been full to go
 	rate     float64
 	maxWait  time.Duration
 	overflow *rate.Bucket
@@ -63,12 +70,10 @@ type Buckets struct {
 func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 	c := cfg.Bucket
 	switch {
-	case math.IsNaN(c.Rate) || c.Rate <= 0 || c.Rate > 1e9:
-		return nil, fmt.Errorf("%w: Bucket.Rate is %v, want > 0 and <= 1e9", ErrInvalidConfig, c.Rate)
-	case c.Burst < 1:
-		return nil, fmt.Errorf("%w: Bucket.Burst is %d, want >= 1", ErrInvalidConfig, c.Burst)
-	case 1e9/c.Rate*float64(c.Burst) > 1<<60:
-		return nil, fmt.Errorf("%w: Bucket.Burst/Bucket.Rate is %v s, want <= 2^60 ns", ErrInvalidConfig, float64(c.Burst)/c.Rate)
+	case math.IsNaN(c.Rate) || c.Rate < 0:
+		return nil, fmt.Errorf("%w: Bucket.Rate is %v, want >= 0", ErrInvalidConfig, c.Rate)
+	case c.Burst < 0:
+		return nil, fmt.Errorf("%w: Bucket.Burst is %d, want >= 0", ErrInvalidConfig, c.Burst)
 	case c.MaxWait < 0:
 		return nil, fmt.Errorf("%w: Bucket.MaxWait is %v, want >= 0", ErrInvalidConfig, c.MaxWait)
 	}
@@ -81,34 +86,66 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 		return nil, err
 	}
 	b := &Buckets{
-		interval: int64(math.Round(1e9 / c.Rate)),
+		p:        gcra.Compile(c.Rate, int64(c.Burst)),
+		idle:     idle,
 		rate:     c.Rate,
 		maxWait:  c.MaxWait,
 		overflow: cfg.Overflow,
 	}
-	b.tau = b.interval * int64(c.Burst)
 	if b.overflow == nil {
 		if b.overflow, err = rate.NewBucket(c); err != nil {
 			return nil, fmt.Errorf("%w: Bucket: %w", ErrInvalidConfig, err)
 		}
 	}
-	// A key's bucket is full, and the key can go at no loss, once the time
-	// it was empty is tau in the past; it goes once that is idle older.
-	b.t.init(maxKeys, b.tau+int64(idle), nil)
+	b.t.init(maxKeys, 0, nil)
+	b.t.stale = b.stale
+	base := clock.Nanos()
+	for i := range b.t.shards {
+		b.t.shards[i].base = base
+	}
 	return b, nil
 }
 
-// take is the GCRA step on a key's state e (the time its bucket was empty):
-// one token at now, waiting at most maxWait. It returns the new state and
-// the wait; when !ok the state must not change and wait is how long until
-// the token would be there.
-func (b *Buckets) take(e, now, maxWait int64) (ne, wait int64, ok bool) {
-	ne = max(e, now-b.tau) + b.interval // unused time beyond tau is lost
-	wait = ne - now
-	if wait > maxWait {
-		return e, wait, false
+// stale is the eviction rule: a key may go once its bucket has been full for
+// IdleTimeout (now in units of its shard).
+func (b *Buckets) stale(e, now int64) bool { return b.p.Full(e, now, b.idle) }
+
+// units converts now to units of s's words, first moving s's base to now if
+// now is too far from it. The caller holds s's write lock.
+func (b *Buckets) units(s *shard[struct{}], now int64) int64 {
+	if u, in := b.p.Units(now, s.base); in {
+		return u
 	}
-	return ne, max(wait, 0), true
+	for i := range s.slots {
+		if e := &s.slots[i]; e.h != 0 {
+			e.last = b.p.Moved(e.last, s.base, now)
+		}
+	}
+	s.base = now
+	return 0
+}
+
+// tooLarge reports that no key can ever have a token: burst 0.
+func (b *Buckets) tooLarge() bool { return b.p.Mode != gcra.Inf && b.p.Burst < 1 }
+
+// wait converts a wait from the arithmetic (units, -1 never) to a duration.
+func (b *Buckets) wait(w int64) time.Duration {
+	if w < 0 {
+		return -1
+	}
+	return b.p.ToDuration(w)
+}
+
+// reason is why a request whose token would come after wait was rejected:
+// why if it ever comes.
+func (b *Buckets) reason(wait time.Duration, why sluice.Reason) sluice.Reason {
+	switch {
+	case wait >= 0:
+		return why
+	case b.tooLarge():
+		return sluice.ReasonTooLarge
+	}
+	return sluice.ReasonRate // rate 0 and the bucket is empty: never
 }
 
 // where is a live key's slot, packed into a permit's token so that a
@@ -119,20 +156,27 @@ type where = uint64
 
 // takeKey takes one token for key at now, waiting at most maxWait. of
 // reports that key did not fit and nothing was taken: the caller goes to
-// the overflow bucket.
-func (b *Buckets) takeKey(key string, now, maxWait int64) (wait int64, w where, ok, of bool, s *shard[struct{}]) {
+// the overflow bucket. When !ok, wait is how long until the token would be
+// there, -1 if never.
+func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait time.Duration, w where, ok, of bool, s *shard[struct{}]) {
 	h := b.t.hash(key)
 	s = b.t.shardOf(h)
+	if b.tooLarge() {
+		return -1, 0, false, false, s
+	}
 	w = h &^ math.MaxUint32
+	mw := b.p.ToUnits(int64(maxWait))
 	s.mu.RLock()
 	if i := s.find(h); i >= 0 {
-		p := &s.at(i).last
-		for {
-			e := atomic.LoadInt64(p)
-			ne, wait, ok := b.take(e, now, maxWait)
-			if !ok || atomic.CompareAndSwapInt64(p, e, ne) {
-				s.mu.RUnlock()
-				return wait, w | where(i), ok, false, s
+		if u, in := b.p.Units(now, s.base); in {
+			p := &s.at(i).last
+			for {
+				e := atomic.LoadInt64(p)
+				ne, wu, ok := b.p.Take(e, u, 1, mw)
+				if !ok || ne == e || atomic.CompareAndSwapInt64(p, e, ne) {
+					s.mu.RUnlock()
+					return b.wait(wu), w | where(i), ok, false, s
+				}
 			}
 		}
 	}
@@ -140,19 +184,19 @@ func (b *Buckets) takeKey(key string, now, maxWait int64) (wait int64, w where, 
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := s.find(h); i >= 0 { // inserted meanwhile
+	u := b.units(s, now)
+	if i := s.find(h); i >= 0 { // inserted meanwhile, or its base moved
 		e := s.at(i)
-		var ne int64
-		ne, wait, ok = b.take(e.last, now, maxWait)
-		e.last = ne
-		return wait, w | where(i), ok, false, s
+		var wu int64
+		e.last, wu, ok = b.p.Take(e.last, u, 1, mw)
+		return b.wait(wu), w | where(i), ok, false, s
 	}
-	if !b.t.reserve(s, now) {
+	if !b.t.reserve(s, u) {
 		return 0, 0, false, true, s
 	}
-	ne, wait, ok := b.take(now-b.tau, now, maxWait) // a new key's bucket is full
+	ne, wu, ok := b.p.Take(b.p.Initial(), u, 1, mw) // a new key's bucket is full
 	w |= where(s.add(h, struct{}{}, ne))
-	return wait, w, ok, false, s
+	return b.wait(wu), w, ok, false, s
 }
 
 // give returns the token of a permit, if its key is still in the slot the
@@ -170,7 +214,12 @@ func (b *Buckets) give(w where) {
 	if e.h&^math.MaxUint32 != w&^math.MaxUint32 {
 		return // not the key the permit was for (or no key at all)
 	}
-	atomic.AddInt64(&e.last, -b.interval)
+	for {
+		old := atomic.LoadInt64(&e.last)
+		if atomic.CompareAndSwapInt64(&e.last, old, b.p.Refund(old, 1)) {
+			return
+		}
+	}
 }
 
 // Allow reports whether key has a token now, and takes it if so.
@@ -182,14 +231,19 @@ func (b *Buckets) AllowAt(key string, now time.Time) bool {
 }
 
 func (b *Buckets) allowNanos(key string, now int64) bool {
-	_, _, ok, of, s := b.takeKey(key, now, 0)
+	wait, _, ok, of, s := b.takeKey(key, now, 0)
+	why := sluice.ReasonRate
 	if of {
-		ok = b.overflow.AllowAt(clock.ToTime(now), 1)
+		var r rate.Reservation
+		r, ok = b.overflow.ReserveAt(clock.ToTime(now), 1, 0)
+		why = r.Reason()
+	} else if !ok {
+		why = b.reason(wait, why)
 	}
 	if ok {
 		s.counters.Admit()
 	} else {
-		s.counters.Reject(sluice.ReasonRate)
+		s.counters.Reject(why)
 	}
 	return ok
 }
@@ -206,8 +260,9 @@ func (b *Buckets) TryAcquire(key string) (sluice.Permit, error) {
 		return p, err
 	}
 	if !ok {
-		s.counters.Reject(sluice.ReasonRate)
-		return sluice.Permit{}, sluice.RejectRate(sluice.ReasonRate, time.Duration(wait))
+		why := b.reason(wait, sluice.ReasonRate)
+		s.counters.Reject(why)
+		return sluice.Permit{}, sluice.RejectRate(why, max(wait, 0))
 	}
 	s.counters.Admit()
 	return sluice.NewPermit((*releaser)(b), w), nil
@@ -223,14 +278,14 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 		return sluice.Permit{}, err
 	}
 	now := clock.Nanos()
-	limit, why := int64(math.MaxInt64), sluice.ReasonRate
+	limit, why := time.Duration(math.MaxInt64), sluice.ReasonRate
 	if b.maxWait > 0 {
-		limit, why = int64(b.maxWait), sluice.ReasonQueueTimeout
+		limit, why = b.maxWait, sluice.ReasonQueueTimeout
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// The token must come strictly before the deadline: at the
 		// deadline the context is already done.
-		if rem := clock.FromTime(dl) - now - 1; rem < limit {
+		if rem := time.Duration(gcra.SatSub(clock.FromTime(dl), now)) - 1; rem < limit {
 			limit, why = max(rem, 0), sluice.ReasonDeadline
 		}
 	}
@@ -241,8 +296,9 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 		return p, err
 	}
 	if !ok {
+		why = b.reason(wait, why)
 		s.counters.Reject(why)
-		return sluice.Permit{}, sluice.RejectRate(why, time.Duration(wait))
+		return sluice.Permit{}, sluice.RejectRate(why, max(wait, 0))
 	}
 	if wait > 0 {
 		b.waiting.Add(1)
@@ -282,13 +338,25 @@ func (b *Buckets) TokensAt(key string, now time.Time) float64 {
 func (b *Buckets) tokensNanos(key string, now int64) float64 {
 	h := b.t.hash(key)
 	s := b.t.shardOf(h)
-	e := now - b.tau // a key not stored has a full bucket
 	s.mu.RLock()
-	if i := s.find(h); i >= 0 {
-		e = max(e, atomic.LoadInt64(&s.at(i).last))
+	i := s.find(h)
+	if i < 0 {
+		s.mu.RUnlock()
+		return b.p.Tokens(b.p.Initial(), 0) // a key not stored has a full bucket
+	}
+	if u, in := b.p.Units(now, s.base); in {
+		tk := b.p.Tokens(atomic.LoadInt64(&s.at(i).last), u)
+		s.mu.RUnlock()
+		return tk
 	}
 	s.mu.RUnlock()
-	return float64(now-e) / float64(b.interval)
+	s.mu.Lock() // now is too far from the base: move it
+	defer s.mu.Unlock()
+	u := b.units(s, now)
+	if i = s.find(h); i < 0 {
+		return b.p.Tokens(b.p.Initial(), 0) // evicted meanwhile
+	}
+	return b.p.Tokens(s.at(i).last, u)
 }
 
 // For returns key's bucket as a sluice.Limiter, for composition with

@@ -3,6 +3,8 @@ package keyed_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -30,11 +32,9 @@ func TestBucketsConfigErrors(t *testing.T) {
 		cfg   keyed.BucketsConfig
 		field string
 	}{
-		{"zero rate", keyed.BucketsConfig{Bucket: rate.Config{Burst: 1}}, "Rate"},
-		{"infinite rate", keyed.BucketsConfig{Bucket: rate.Config{Rate: rate.Inf, Burst: 1}}, "Rate"},
-		{"rate above 1e9", keyed.BucketsConfig{Bucket: rate.Config{Rate: 2e9, Burst: 1}}, "Rate"},
-		{"zero burst", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1}}, "Burst"},
-		{"refill beyond 36 years", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1e-9, Burst: 10}}, "Burst/Bucket.Rate"},
+		{"negative rate", keyed.BucketsConfig{Bucket: rate.Config{Rate: -1, Burst: 1}}, "Bucket.Rate"},
+		{"NaN rate", keyed.BucketsConfig{Bucket: rate.Config{Rate: math.NaN(), Burst: 1}}, "Bucket.Rate"},
+		{"negative burst", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: -1}}, "Bucket.Burst"},
 		{"negative MaxWait", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1, MaxWait: -1}}, "MaxWait"},
 		{"negative MaxKeys", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: -1}, "MaxKeys"},
 		{"negative IdleTimeout", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, IdleTimeout: -1}, "IdleTimeout"},
@@ -97,6 +97,53 @@ func TestBucketsMatchRateBucket(t *testing.T) {
 				if got := kb.AllowAt(key, now); got != want {
 					t.Fatalf("step %d, key %s: keyed %v, rate.Bucket %v", i, key, got, want)
 				}
+			}
+		})
+	}
+}
+
+// Every rate and burst a rate.Bucket accepts, a key accepts too, and decides
+// the same: no rate, no limit, no burst, a refill slower than 36 years, and
+// rates whose token interval is below a nanosecond (the shard's time base
+// then moves, which the jumps of hours here exercise).
+func TestBucketsMatchRateBucketWholeRange(t *testing.T) {
+	for _, cfg := range []rate.Config{
+		{Rate: 0, Burst: 3}, {Rate: rate.Inf, Burst: 0}, {Rate: math.Inf(1), Burst: 2}, {Rate: 5, Burst: 0},
+		{Rate: 1e-9, Burst: 10}, {Rate: 1e9, Burst: 3}, {Rate: 2.5e9, Burst: 4}, {Rate: 1e12, Burst: 50},
+		{Rate: 1e18, Burst: 1 << 40},
+	} {
+		t.Run(fmt.Sprintf("rate=%g/burst=%d", cfg.Rate, cfg.Burst), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(2, uint64(cfg.Burst)))
+			kb := mustBuckets(t, keyed.BucketsConfig{Bucket: cfg, MaxKeys: 4})
+			ref := map[string]*rate.Bucket{}
+			now := time.Unix(1_000_000, 0)
+			admitted := 0
+			for i := range 20_000 {
+				key := strconv.Itoa(rng.IntN(3))
+				if ref[key] == nil {
+					ref[key], _ = rate.NewBucket(cfg)
+				}
+				switch rng.IntN(100) {
+				case 0:
+					now = now.Add(time.Duration(rng.IntN(10)) * time.Hour)
+				case 1, 2, 3, 4, 5:
+					// the same instant: only the burst tells
+				default:
+					now = now.Add(time.Duration(rng.IntN(4)) * time.Nanosecond)
+				}
+				want := ref[key].AllowAt(now, 1)
+				if got := kb.AllowAt(key, now); got != want {
+					t.Fatalf("step %d, key %s: keyed %v, rate.Bucket %v", i, key, got, want)
+				}
+				if want {
+					admitted++
+				}
+				if got, want := kb.TokensAt(key, now), ref[key].TokensAt(now); got != want {
+					t.Fatalf("step %d, key %s: keyed has %v tokens, rate.Bucket %v", i, key, got, want)
+				}
+			}
+			if admitted == 0 && cfg.Burst > 0 {
+				t.Fatal("nothing admitted: the comparison says nothing")
 			}
 		})
 	}

@@ -81,7 +81,8 @@ func validIdle(d time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// maxIdle keeps tau + IdleTimeout within int64 nanos for Buckets.
+// maxIdle keeps IdleTimeout far from overflowing int64 nanos (Buckets adds
+// it to a refill time, saturating).
 const maxIdle = 1 << 61
 
 func validMaxKeys(n int) (int, error) {

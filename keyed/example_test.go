@@ -37,12 +37,12 @@ func ExampleBuckets() {
 }
 
 func ExampleNewBuckets() {
-	_, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 5}})
+	_, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 5, Burst: -1}})
 	fmt.Println(errors.Is(err, keyed.ErrInvalidConfig))
 	fmt.Println(err)
 	// Output:
 	// true
-	// keyed: invalid config: Bucket.Burst is 0, want >= 1
+	// keyed: invalid config: Bucket.Burst is -1, want >= 0
 }
 
 // Keys beyond MaxKeys share the overflow bucket: rotating keys does not buy

@@ -29,8 +29,9 @@ const minSlots = 8
 type slot[V any] struct {
 	v V
 	h uint64 // the key's hash, never 0; 0 marks an empty slot
-	// last is when the key was last used, in clock nanos (for Buckets:
-	// the time its bucket was empty, which says as much). Written
+	// last is when the key was last used, in clock nanos; for Buckets it
+	// is the key's bucket word (internal/gcra: the time the bucket was
+	// empty, which says as much, in units since the shard's base). Written
 	// atomically under the read lock, read under the write lock.
 	last int64
 }
@@ -46,6 +47,10 @@ type shard[V any] struct {
 	mask  uint64
 	n     int32 // live keys
 	hand  int32 // the sweep's position
+	// base is, for Buckets, the clock nanos that unit 0 of the slots'
+	// words stands for. It moves (rewriting every word, exactly) only under
+	// the write lock, when a time is too far from it to convert.
+	base int64
 
 	// Per-shard counters, so that parallel admissions on different keys do
 	// not fight over one cache line; Stats sums them.
@@ -138,17 +143,17 @@ func (s *shard[V]) remove(i int32) {
 	}
 }
 
-// sweep looks at up to budget slots from the hand and evicts the keys idle
-// since before now-idle and not busy (busy may be nil). It reports how many
-// it evicted. The caller holds the write lock.
-func (s *shard[V]) sweep(now, idle int64, budget int, busy func(V) bool) int {
+// sweep looks at up to budget slots from the hand and evicts the keys that
+// are stale at now and not busy (busy may be nil). It reports how many it
+// evicted. The caller holds the write lock.
+func (s *shard[V]) sweep(now int64, budget int, stale func(last, now int64) bool, busy func(V) bool) int {
 	evicted := 0
 	for ; budget > 0 && s.n > 0; budget-- {
 		if int(s.hand) >= len(s.slots) {
 			s.hand = 0
 		}
 		e := &s.slots[s.hand]
-		if e.h != 0 && now-e.last >= idle && (busy == nil || !busy(e.v)) {
+		if e.h != 0 && stale(e.last, now) && (busy == nil || !busy(e.v)) {
 			s.remove(s.hand)
 			evicted++
 			continue // a key may have shifted into this slot: look again

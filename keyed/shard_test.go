@@ -34,7 +34,7 @@ func TestShardConsistency(t *testing.T) {
 					last[e.h] = e.last
 				}
 			}
-			s.sweep(now, tb.idle, rng.IntN(fullSweepStep), nil)
+			s.sweep(now, rng.IntN(fullSweepStep), tb.stale, nil)
 			for h, l := range last {
 				if s.find(h) < 0 && now-l < tb.idle {
 					t.Fatalf("step %d: %x evicted after %d idle, want >= %d", step, h, now-l, tb.idle)

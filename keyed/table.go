@@ -16,8 +16,12 @@ type table[V any] struct {
 	shards  []shard[V]
 	live    atomic.Int64
 	maxKeys int64
-	idle    int64        // nanos without use before a key may be evicted
+	idle    int64        // Map: nanos without use before a key may be evicted
 	busy    func(V) bool // nil: no key is ever busy
+	// stale reports whether a key whose slot holds last may be evicted at
+	// now: for a Map, idle for idle nanos; Buckets sets its own (a bucket
+	// full for IdleTimeout, see Buckets.stale).
+	stale func(last, now int64) bool
 }
 
 func (t *table[V]) init(maxKeys int, idle int64, busy func(V) bool) {
@@ -28,6 +32,7 @@ func (t *table[V]) init(maxKeys int, idle int64, busy func(V) bool) {
 	t.maxKeys = int64(maxKeys)
 	t.idle = idle
 	t.busy = busy
+	t.stale = func(last, now int64) bool { return now-last >= idle }
 }
 
 // shardCount picks a power of two giving each shard room for at least 64
@@ -79,9 +84,9 @@ func (t *table[V]) shardOf(h uint64) *shard[V] {
 // sweeps only the shard at hand; the other shards' idle keys are reclaimed
 // by the insertions that land there.
 func (t *table[V]) reserve(s *shard[V], now int64) bool {
-	evicted := s.sweep(now, t.idle, sweepStep, t.busy)
+	evicted := s.sweep(now, sweepStep, t.stale, t.busy)
 	if t.live.Load()-int64(evicted) >= t.maxKeys {
-		evicted += s.sweep(now, t.idle, fullSweepStep, t.busy)
+		evicted += s.sweep(now, fullSweepStep, t.stale, t.busy)
 	}
 	n := t.live.Add(-int64(evicted))
 	for ; n < t.maxKeys; n = t.live.Load() {

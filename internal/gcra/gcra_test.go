@@ -182,3 +182,84 @@ func TestToDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestUnits(t *testing.T) {
+	p := Compile(1e9, 1) // shift 16: 2^45 ns either side of the base
+	tests := []struct {
+		name      string
+		now, base int64
+		u         int64
+		in        bool
+	}{
+		{"at the base", 5, 5, 0, true},
+		{"after", 7, 5, 2 << 16, true},
+		{"before", 3, 5, -2 << 16, true},
+		{"at the limit", 1 << 45, 0, 1 << 61, true},
+		{"past the limit", 1<<45 + 1, 0, 0, false},
+		{"far before", math.MinInt64, math.MaxInt64, 0, false},
+	}
+	for _, tt := range tests {
+		if u, in := p.Units(tt.now, tt.base); u != tt.u || in != tt.in {
+			t.Errorf("%s: Units = (%d, %v), want (%d, %v)", tt.name, u, in, tt.u, tt.in)
+		}
+	}
+	z := Compile(0, 3)
+	if u, in := z.Units(math.MaxInt64, math.MinInt64); u != 0 || !in {
+		t.Errorf("rate 0 keeps no time: Units = (%d, %v), want (0, true)", u, in)
+	}
+}
+
+// Moving the base keeps the tokens a word stands for, exactly.
+func TestMoved(t *testing.T) {
+	p := Compile(1e12, 1<<20) // 1,000 tokens a ns; the base reaches ±34 s
+	const from, to = int64(1_000), int64(1_000 + 20e9)
+	for _, tk := range []float64{-5000, -1, 0, 1, 17, 1 << 19} {
+		u0, _ := p.Units(to, from)
+		e := p.FromTokens(tk, u0) // tk tokens at time to
+		uOld, in1 := p.Units(to+3, from)
+		uNew, in2 := p.Units(to+3, to)
+		if !in1 || !in2 {
+			t.Fatal("times not convertible")
+		}
+		before, after := p.Tokens(e, uOld), p.Tokens(p.Moved(e, from, to), uNew)
+		if before != after || math.Abs(before-min(tk+3000, 1<<20)) > 3000.0/(1<<17) { // the rate is exact to 2^-17
+			t.Errorf("%v tokens, 3 ns later: %v with the old base, %v with the new", tk, before, after)
+		}
+	}
+	if got := p.Moved(EMin, from, to); got != EMin {
+		t.Errorf("a full-forever word moved to %d", got)
+	}
+	if got := p.Moved(0, math.MaxInt64, math.MinInt64); got != EMax {
+		t.Errorf("a move beyond the range gave %d, want it saturated to %d", got, EMax)
+	}
+}
+
+func TestFull(t *testing.T) {
+	p := Compile(10, 3) // tau 300ms
+	const ms = int64(time.Millisecond)
+	tests := []struct {
+		name string
+		e, u int64
+		idle time.Duration
+		want bool
+	}{
+		{"full just now, no idle asked", 700 * ms, 1000 * ms, 0, true},
+		{"one token short", 701 * ms, 1000 * ms, 0, false},
+		{"full for exactly idle", 600 * ms, 1000 * ms, 100 * time.Millisecond, true},
+		{"full for less than idle", 600 * ms, 1000 * ms, 101 * time.Millisecond, false},
+		{"full forever", EMin, 0, time.Duration(math.MaxInt64), true},
+		{"in debt", 2000 * ms, 1000 * ms, 0, false},
+	}
+	for _, tt := range tests {
+		if got := p.Full(tt.e, tt.u, tt.idle); got != tt.want {
+			t.Errorf("%s: Full = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	z := Compile(0, 3)
+	if !z.Full(3, 0, time.Hour) || z.Full(2, 0, 0) {
+		t.Error("rate 0: full is exactly burst tokens left")
+	}
+	if inf := Compile(math.Inf(1), 0); !inf.Full(0, 0, time.Hour) {
+		t.Error("Inf: a bucket is always full")
+	}
+}
