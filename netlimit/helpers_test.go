@@ -34,6 +34,26 @@ func newConcurrency(t *testing.T, limit, queue int) *concurrency.Limiter {
 	return lim
 }
 
+// serveOne starts a Listener over inner and accepts one connection, which
+// holds the permit of cfg's one-slot Limiter; the Listener and both ends of
+// the connection are closed when the test ends.
+func serveOne(t *testing.T, inner *pipeListener, cfg Config) *Listener {
+	t.Helper()
+	ln, err := NewListener(inner, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	client := inner.dial()
+	t.Cleanup(func() { client.Close() })
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ln
+}
+
 // loopback returns a Listener over a real TCP socket on 127.0.0.1.
 func loopback(t *testing.T, cfg Config) *Listener {
 	t.Helper()

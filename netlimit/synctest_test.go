@@ -91,23 +91,12 @@ func TestSlowRejectsDoNotStallAccept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const slow = 50
 		inner := newPipeListener(slow + 1)
-		ln, err := NewListener(inner, Config{
+		ln := serveOne(t, inner, Config{
 			Limiter:       newConcurrency(t, 1, 0),
 			Rejecters:     1,
 			RejectQueue:   1,
 			RejectTimeout: time.Second,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		client := inner.dial()
-		defer client.Close()
-		c, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
 
 		start := time.Now()
 		for range slow {
@@ -189,18 +178,7 @@ func TestQueueTimeoutAnswered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := NewListener(inner, Config{Limiter: lim})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		first := inner.dial()
-		defer first.Close()
-		c, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		ln := serveOne(t, inner, Config{Limiter: lim})
 
 		start := time.Now()
 		second := inner.dial()
@@ -285,22 +263,11 @@ func TestRejectResponses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				inner := newPipeListener(2)
-				ln, err := NewListener(inner, Config{
+				serveOne(t, inner, Config{
 					Limiter:           newConcurrency(t, 1, 0),
 					Reject:            tc.reject,
 					ServerSpeaksFirst: tc.serverFirst,
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ln.Close()
-				first := inner.dial()
-				defer first.Close()
-				c, err := ln.Accept()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
 
 				start := time.Now()
 				second := inner.dial() // sends nothing
