@@ -146,14 +146,21 @@ func latencyPanel(r *Report) *plot.Plot {
 	// both stay readable in one panel.
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = logTicks{}
+	lines := 0
 	for i, pol := range r.Policies {
 		// An interval without a success has no latency: leave a gap
 		// rather than draw a misleading zero.
 		// A log scale has no zero either.
 		p99 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P99Ms, pt.P99Ms > 0 })
 		p50 := series(pol.Series, func(pt Point) (float64, bool) { return pt.P50Ms, pt.P50Ms > 0 })
-		addLines(p, p99, policyColor(i), nil)
-		addLines(p, p50, policyColor(i), dashed)
+		lines += addLines(p, p99, policyColor(i), nil)
+		lines += addLines(p, p50, policyColor(i), dashed)
+	}
+	if lines == 0 {
+		// Not one success (every request timed out): an empty axis
+		// would default to [-1, 1], which a log scale cannot draw.
+		p.Title.Text += ": no successes"
+		p.Y.Min, p.Y.Max = 1, 1000
 	}
 	return p
 }
@@ -245,8 +252,10 @@ func series(pts []Point, get func(Point) (float64, bool)) []plotter.XYs {
 	return out
 }
 
-// addLines draws each segment as a line of one style.
-func addLines(p *plot.Plot, segs []plotter.XYs, c color.Color, dashes []vg.Length) {
+// addLines draws each segment as a line of one style and returns how many
+// it drew.
+func addLines(p *plot.Plot, segs []plotter.XYs, c color.Color, dashes []vg.Length) int {
+	n := 0
 	for _, seg := range segs {
 		l, err := plotter.NewLine(seg)
 		if err != nil {
@@ -254,5 +263,7 @@ func addLines(p *plot.Plot, segs []plotter.XYs, c color.Color, dashes []vg.Lengt
 		}
 		l.LineStyle = lineStyle(c, dashes).LineStyle
 		p.Add(l)
+		n++
 	}
+	return n
 }

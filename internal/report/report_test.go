@@ -231,6 +231,29 @@ func TestPlotBadFormat(t *testing.T) {
 	}
 }
 
+// TestPlotNoSuccesses: a run in which nothing succeeded (every request
+// timed out), or that has no points at all, still draws: the latency
+// panel's log scale panicked on its empty default range.
+func TestPlotNoSuccesses(t *testing.T) {
+	failed := sample()
+	for i := range failed.Policies {
+		for j := range failed.Policies[i].Series {
+			failed.Policies[i].Series[j].P50Ms, failed.Policies[i].Series[j].P99Ms = 0, 0
+		}
+	}
+	empty := sample()
+	for i := range empty.Policies {
+		empty.Policies[i].Series = nil
+	}
+	for name, r := range map[string]*Report{"no successes": failed, "no points": empty, "no policies": {Scenario: "x"}} {
+		for _, format := range []string{"svg", "png"} {
+			if err := Plot(&bytes.Buffer{}, format, r); err != nil {
+				t.Errorf("%s, %s: %v", name, format, err)
+			}
+		}
+	}
+}
+
 func TestTableWithin(t *testing.T) {
 	r := sample()
 	r.Policies[0].Summary.Within = &Within{BoundMs: 1000, Successes: 0, Admitted: 3}
