@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/report"
+	"github.com/sluicehq/sluice/sim"
 )
 
 func tiny() *report.Report {
@@ -75,4 +79,58 @@ func ExamplePlotFormat() {
 	// run.svg: "svg" <nil>
 	// run.PNG: "png" <nil>
 	// run.pdf: "" plot file must end in .svg or .png: "run.pdf"
+}
+
+// FromSim turns a simulator run into a report; Table, JSON and Plot draw
+// it.
+func ExampleFromSim() {
+	s := sim.Scenario{
+		Name:     "slow",
+		Duration: time.Minute,
+		Origin:   sim.Origin{Workers: 7, Queue: 100, Service: sim.Dist{Kind: sim.Constant, Mean: 2 * time.Second}},
+		Load:     sim.Load{Rate: 5, Timeout: 2500 * time.Millisecond},
+		Policies: []sim.Policy{{Name: "static-5", Kind: sim.Concurrency, Limit: 5}},
+	}
+	res, err := sim.Run(s)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r := report.FromSim(s, res, 0)
+	p := r.Policies[0]
+	fmt.Printf("%s %s: %d points, capacity %.1f rps\n", r.Scenario, p.Name, len(p.Series), p.Summary.CapacityRPS)
+	// Output:
+	// slow static-5: 60 points, capacity 3.5 rps
+}
+
+func ExamplePlot() {
+	var buf bytes.Buffer
+	if err := report.Plot(&buf, "svg", tiny()); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(strings.Contains(buf.String(), "<svg"), strings.Contains(buf.String(), "static-5"))
+	fmt.Println(report.Plot(&buf, "pdf", tiny()))
+	// Output:
+	// true true
+	// plot file must end in .svg or .png: format "pdf"
+}
+
+// PlotFile picks the format from the name, and refuses a name it cannot
+// draw before it creates anything.
+func ExamplePlotFile() {
+	dir, err := os.MkdirTemp("", "report")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	for _, name := range []string{"run.png", "run.pdf"} {
+		path := filepath.Join(dir, name)
+		err := report.PlotFile(path, tiny())
+		_, statErr := os.Stat(path)
+		fmt.Printf("%s: error %v, file written %v\n", name, err != nil, statErr == nil)
+	}
+	// Output:
+	// run.png: error false, file written true
+	// run.pdf: error true, file written false
 }
