@@ -37,8 +37,8 @@ func mustAcquire(t *testing.T, l *Limiter) sluice.Permit {
 
 // queueUp starts one goroutine per name, in order, each waiting in l's queue
 // until it is admitted; admitted names are sent on the returned channel and
-// their permits released at once (with Ignore: no sample for an Algorithm). synctest.Wait between starts fixes the
-// arrival order.
+// their permits released at once (with Ignore: no sample for an Algorithm).
+// synctest.Wait between starts fixes the arrival order.
 func queueUp(t *testing.T, l *Limiter, names ...string) <-chan string {
 	order := make(chan string, len(names))
 	for _, n := range names {
@@ -232,9 +232,3 @@ func TestLimiterNoQueue(t *testing.T) {
 		t.Errorf("Stats = %+v", s)
 	}
 }
-
-// One timer serves the queue: after the head leaves (cancelled, or
-// admitted and a new busy period begins) the others still expire exactly
-// on their own bounds.
-// AdaptiveLIFO serves in arrival order while the queue drains, and newest
-// first once the queue has stood for CoDelInterval.

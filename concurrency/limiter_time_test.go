@@ -107,21 +107,29 @@ func TestLimiterAlgorithm(t *testing.T) {
 	})
 }
 
+// Permits released on the fast path (nobody queued) still teach the
+// estimate, so the first caller to queue is already judged by it.
 func TestLimiterEstimateLearnsOnFastPath(t *testing.T) {
-	l := mustNew(t, Config{Limit: 1, MaxQueue: 10})
-	for range 64 {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Limit: 1, MaxQueue: 10})
+		for range 64 {
+			p := mustAcquire(t, l)
+			p.Release(sluice.Success, 100*time.Millisecond)
+		}
 		p := mustAcquire(t, l)
-		p.Release(sluice.Success, 100*time.Millisecond)
-	}
-	p := mustAcquire(t, l)
-	defer p.Release(sluice.Success, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := l.Acquire(ctx); !errors.Is(err, sluice.ErrDeadline) {
-		t.Fatalf("Acquire with 50ms left, 100ms permits = %v, want ErrDeadline at once", err)
-	}
+		defer p.Release(sluice.Success, 0)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := l.Acquire(ctx); !errors.Is(err, sluice.ErrDeadline) || time.Since(start) != 0 {
+			t.Fatalf("Acquire with 50ms left, 100ms permits = %v after %v, want ErrDeadline at once", err, time.Since(start))
+		}
+	})
 }
 
+// One timer serves the queue: after the head leaves (cancelled, or
+// admitted and a new busy period begins) the others still expire exactly
+// on their own bounds.
 func TestLimiterExpiryAfterHeadLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, Config{Limit: 1, MaxQueue: 5, MaxWait: 50 * time.Millisecond})
@@ -171,6 +179,8 @@ func TestLimiterExpiryAfterHeadLeaves(t *testing.T) {
 	})
 }
 
+// AdaptiveLIFO serves in arrival order while the queue drains, and newest
+// first once the queue has stood for CoDelInterval.
 func TestLimiterAdaptiveLIFOSwitch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, Config{Limit: 1, MaxQueue: 10, Discipline: AdaptiveLIFO, CoDelTarget: time.Second})
