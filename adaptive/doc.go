@@ -40,7 +40,11 @@
 //     is a lot for a small, slow service: seed 003's 7 workers at 2 s
 //     leave 0.5 s of slack, 1.75 requests; Vegas gets there (98% of
 //     capacity with constant arrivals) because the client's timeouts come
-//     back as drops, but with Poisson arrivals it holds 57–70%.
+//     back as drops, but with Poisson arrivals it holds 57–70%. Out of its
+//     regime, with exponential service times (§15's sweep, 16 workers at
+//     10 ms), it holds 49% of capacity: the first, thin evidence sets a
+//     baseline far below the mean, and nothing corrects it within the
+//     NoLoadWindow. Use Gradient2 or AIMD there.
 //   - [Gradient2] for a mix of cheap and expensive requests: it compares
 //     averages, not a minimum, so the cheap requests do not set the bar.
 //     It lets latency reach Tolerance × its long-term average (1.5× by
