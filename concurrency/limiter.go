@@ -146,6 +146,12 @@ func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration
 		now = clock.Nanos()
 	}
 	l.mu.Lock()
+	// Deferred because release runs the Algorithm, which may be anyone's
+	// code: if it panics and the caller recovers (net/http does), a mutex
+	// left locked would hang every later Acquire, whatever its context.
+	// The Core stays the truth (the fast path stays closed until the next
+	// leave), so the limiter carries on.
+	defer l.mu.Unlock()
 	l.enter()
 	if !l.timed && l.core.q.deadlined > 0 {
 		now = clock.Nanos()
@@ -153,7 +159,6 @@ func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration
 	l.core.release(now, token, o, latency)
 	l.dispatch()
 	l.leave()
-	l.mu.Unlock()
 }
 
 // SetLimit sets the limit. Growing it admits waiters at once; shrinking it

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 )
 
 func TestLimiterMaxWait(t *testing.T) {
@@ -224,4 +225,38 @@ func TestLimiterAdaptiveLIFOSwitch(t *testing.T) {
 		}
 		g.p.Release(sluice.Success, 0)
 	})
+}
+
+// panicky is an Algorithm whose Observe panics, as a buggy one might.
+type panicky struct{ recorder }
+
+func (*panicky) Observe(time.Time, adaptive.Sample) int { panic("boom") }
+
+// An Algorithm that panics in Observe must not leave the Limiter's mutex
+// locked: the caller may recover (net/http does), and every later Acquire
+// would then hang, deaf to its context.
+func TestLimiterSurvivesPanickingAlgorithm(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: &panicky{}, MaxQueue: 1})
+	p := mustAcquire(t, l)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want the Algorithm's panic", r)
+			}
+		}()
+		p.Release(sluice.Success, time.Millisecond)
+	}()
+	if !l.mu.TryLock() {
+		t.Fatal("the Limiter's mutex is still locked after the Algorithm panicked")
+	}
+	l.mu.Unlock()
+	for range 3 { // the permit came back: the limit of 2 admits two again
+		q, err := l.TryAcquire()
+		r, err2 := l.TryAcquire()
+		if err != nil || err2 != nil {
+			t.Fatalf("TryAcquire after the panic = %v, %v; want two permits", err, err2)
+		}
+		q.Cancel()
+		r.Cancel()
+	}
 }
