@@ -30,6 +30,15 @@ const (
 	DefaultRejectQueue   = 128
 )
 
+// Upper bounds on the fields that size what NewListener allocates up
+// front: a goroutine per rejecter and a channel slot per queued rejection.
+// A value from a config file beyond them would exhaust memory (or make
+// make() panic) rather than mean anything.
+const (
+	MaxRejecters   = 1024
+	MaxRejectQueue = 1 << 16
+)
+
 // Config configures a Listener. Every field's zero value is a usable default.
 type Config struct {
 	// Limiter admits connections: a connection holds one of its permits
@@ -85,12 +94,12 @@ type Config struct {
 	// negative.
 	RejectTimeout time.Duration
 	// Rejecters is the number of goroutines that answer rejected
-	// connections. Default DefaultRejecters (4); must not be negative.
+	// connections. Default DefaultRejecters (4); at most MaxRejecters.
 	Rejecters int
 	// RejectQueue is the number of rejected connections that may wait for
 	// a rejecter; beyond it a rejected connection is closed with no
 	// answer (see Listener.Unanswered). Default DefaultRejectQueue (128);
-	// must not be negative.
+	// at most MaxRejectQueue.
 	RejectQueue int
 }
 
@@ -101,10 +110,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: MaxPending = %d, want 0 (default %d) or more", ErrInvalidConfig, c.MaxPending, DefaultMaxPending)
 	case c.RejectTimeout < 0:
 		return c, fmt.Errorf("%w: RejectTimeout = %v, want 0 (default %v) or more", ErrInvalidConfig, c.RejectTimeout, DefaultRejectTimeout)
-	case c.Rejecters < 0:
-		return c, fmt.Errorf("%w: Rejecters = %d, want 0 (default %d) or more", ErrInvalidConfig, c.Rejecters, DefaultRejecters)
-	case c.RejectQueue < 0:
-		return c, fmt.Errorf("%w: RejectQueue = %d, want 0 (default %d) or more", ErrInvalidConfig, c.RejectQueue, DefaultRejectQueue)
+	case c.Rejecters < 0 || c.Rejecters > MaxRejecters:
+		return c, fmt.Errorf("%w: Rejecters = %d, want 0 (default %d) to %d", ErrInvalidConfig, c.Rejecters, DefaultRejecters, MaxRejecters)
+	case c.RejectQueue < 0 || c.RejectQueue > MaxRejectQueue:
+		return c, fmt.Errorf("%w: RejectQueue = %d, want 0 (default %d) to %d", ErrInvalidConfig, c.RejectQueue, DefaultRejectQueue, MaxRejectQueue)
 	case c.RejectOverRate && c.AcceptRate == nil:
 		return c, fmt.Errorf("%w: RejectOverRate is set but AcceptRate is nil", ErrInvalidConfig)
 	}

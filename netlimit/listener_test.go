@@ -31,6 +31,8 @@ func TestConfigErrors(t *testing.T) {
 		{"RejectTimeout", inner, Config{RejectTimeout: -1}, "RejectTimeout"},
 		{"Rejecters", inner, Config{Rejecters: -1}, "Rejecters"},
 		{"RejectQueue", inner, Config{RejectQueue: -1}, "RejectQueue"},
+		{"huge Rejecters", inner, Config{Rejecters: MaxRejecters + 1}, "Rejecters"},
+		{"huge RejectQueue", inner, Config{RejectQueue: 1 << 62}, "RejectQueue"},
 		{"RejectOverRate", inner, Config{RejectOverRate: true}, "RejectOverRate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
