@@ -21,8 +21,10 @@ import (
 type Executor struct {
 	slots chan struct{} // a buffered token per running task
 
-	mu   sync.Mutex
-	errs []error
+	mu      sync.Mutex
+	idle    sync.Cond // signalled when running drops to 0; L is &mu
+	running int       // tasks started and not yet finished
+	errs    []error
 
 	started, failed atomic.Uint64
 }
@@ -33,7 +35,9 @@ func NewExecutor(n int) (*Executor, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: Executor size n must be >= 1, got %d", ErrInvalidConfig, n)
 	}
-	return &Executor{slots: make(chan struct{}, n)}, nil
+	e := &Executor{slots: make(chan struct{}, n)}
+	e.idle.L = &e.mu
+	return e, nil
 }
 
 // Go waits for a free slot, then starts task(ctx) in a new goroutine and
@@ -54,14 +58,21 @@ func (e *Executor) Go(ctx context.Context, task func(context.Context) error) err
 		return err
 	}
 	e.started.Add(1)
+	e.mu.Lock()
+	e.running++
+	e.mu.Unlock()
 	go func() {
-		defer func() { <-e.slots }() // after the error is recorded, so Wait sees it
-		if err := task(ctx); err != nil {
+		err := task(ctx)
+		e.mu.Lock()
+		if err != nil {
 			e.failed.Add(1)
-			e.mu.Lock()
 			e.errs = append(e.errs, err)
-			e.mu.Unlock()
 		}
+		<-e.slots // before Wait can return, so that Stats then shows no task in flight
+		if e.running--; e.running == 0 {
+			e.idle.Broadcast()
+		}
+		e.mu.Unlock()
 	}()
 	return nil
 }
@@ -70,18 +81,15 @@ func (e *Executor) Go(ctx context.Context, task func(context.Context) error) err
 // that finished since the last Wait, joined with errors.Join (nil if none
 // failed). Tasks that Go starts while Wait runs may or may not be waited for.
 func (e *Executor) Wait() error {
-	// Holding every slot at once means no task runs; each task records its
-	// error before it frees its slot.
-	for range cap(e.slots) {
-		e.slots <- struct{}{}
-	}
+	// A count of running tasks rather than taking every slot: that would
+	// cost n channel operations per Wait, forever for an absurd n.
 	e.mu.Lock()
+	for e.running > 0 {
+		e.idle.Wait()
+	}
 	errs := e.errs
 	e.errs = nil
 	e.mu.Unlock()
-	for range cap(e.slots) {
-		<-e.slots
-	}
 	return errors.Join(errs...)
 }
 
