@@ -249,3 +249,25 @@ func TestLoadTooLarge(t *testing.T) {
 		t.Errorf("Load(big) = %v", err)
 	}
 }
+
+// FuzzParse: no file makes Parse panic; every rejection is an *Error with a
+// line, and every file it accepts is within the size a run may have.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("duration: 10s\norigin: {workers: 2, service: {kind: constant, mean: 1s}}\nload: {rate: 1}\npolicies:\n  - &p {name: a, kind: concurrency, limit: 5}\n  - {<<: [*p, *p], name: b}\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("- 1\n---\n- 2\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse("f.yaml", data)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Line < 1 || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not an *Error with a line", err)
+			}
+			return
+		}
+		if err := file.checkSize(); err != nil {
+			t.Fatalf("accepted a run too large: %v", err)
+		}
+	})
+}
