@@ -232,3 +232,25 @@ func TestLimiterNoQueue(t *testing.T) {
 		t.Errorf("Stats = %+v", s)
 	}
 }
+
+// A Permit copied and released twice is a caller's bug, but it must not
+// corrupt the limiter: the fast path's word packs the limit above the
+// in-flight count, and a decrement below zero would borrow from the limit
+// and leave in flight at 2^24-1, refusing everyone for good.
+func TestLimiterDoubleReleaseOfACopy(t *testing.T) {
+	l := mustNew(t, Config{Limit: 2})
+	p := mustAcquire(t, l)
+	dup := p // the bug: a copy released as well
+	p.Release(sluice.Success, 0)
+	dup.Release(sluice.Success, 0)
+	if s := l.Stats(); s.Limit != 2 || s.InFlight != 0 {
+		t.Fatalf("after a double release: limit %v, in flight %d; want 2 and 0", s.Limit, s.InFlight)
+	}
+	a, errA := l.TryAcquire()
+	b, errB := l.TryAcquire()
+	if errA != nil || errB != nil {
+		t.Fatalf("TryAcquire after a double release = %v, %v; want two permits", errA, errB)
+	}
+	a.Release(sluice.Success, 0)
+	b.Release(sluice.Success, 0)
+}

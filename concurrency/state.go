@@ -100,6 +100,14 @@ func (l *Limiter) tryFast() (uint64, bool) {
 // forms.
 func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	s := l.hot.state.Add(^uint64(0))
+	if s&inFlightMask == inFlightMask {
+		// The count was 0: no permit was held, so this is a copied Permit
+		// released twice (the word's count never falls below the permits
+		// still to be released, see above). The decrement borrowed from
+		// the limit; adding it back carries it home.
+		l.hot.state.Add(1)
+		return true
+	}
 	if s&slowBit != 0 {
 		return false
 	}
