@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -202,4 +203,110 @@ func ExamplePatternKey() {
 	// /items/1 200
 	// /items/2 429
 	// /users/1 200
+}
+
+// PathKey and MethodKey key by what the request asks for; a path longer
+// than MaxKeyLen is no usable key and falls back to the shared key.
+func ExamplePathKey() {
+	for _, path := range []string{"/items/1", "", "/" + strings.Repeat("x", httplimit.MaxKeyLen)} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.URL.Path = path
+		key, ok := httplimit.PathKey(r)
+		fmt.Printf("%.10q %v\n", key, ok)
+	}
+	// Output:
+	// "/items/1" true
+	// "" false
+	// "" false
+}
+
+func ExampleMethodKey() {
+	for _, m := range []string{"POST", ""} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Method = m
+		fmt.Println(httplimit.MethodKey(r))
+	}
+	// Output:
+	// POST true
+	// GET true
+}
+
+// Addr gives the client's address itself, for logging or an allow list;
+// Key is the same address as a limiter key.
+func ExampleClientIP_Addr() {
+	ip, err := httplimit.NewClientIP(httplimit.IPConfig{TrustedProxies: []string{"10.0.0.0/8"}})
+	if err != nil {
+		panic(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.1:5000"
+	r.Header.Set("X-Forwarded-For", "[2001:db8::7]:443")
+	a, ok := ip.Addr(r)
+	fmt.Println(a, ok, a.Is6())
+	// Output:
+	// 2001:db8::7 true true
+}
+
+// Reject is the default answer to a request that was not admitted; an
+// OnReject that logs can end with it.
+func ExampleReject() {
+	for _, err := range []error{
+		&httplimit.Rejection{Err: sluice.Reject(sluice.ReasonRate, time.Second), PerKey: true, Key: "alice"},
+		sluice.Reject(sluice.ReasonQueueFull, 0),
+	} {
+		w := httptest.NewRecorder()
+		httplimit.Reject(w, httptest.NewRequest("GET", "/", nil), err)
+		fmt.Printf("%d %q\n", w.Code, w.Body.String())
+	}
+	// Output:
+	// 429 "Too Many Requests\n"
+	// 503 "Service Unavailable\n"
+}
+
+// BucketRemaining reads what is left of a token bucket for the RateLimit
+// field of admitted responses: here one global bucket.
+func ExampleBucketRemaining() {
+	b, err := rate.NewBucket(rate.Config{Rate: 1, Burst: 5})
+	if err != nil {
+		panic(err)
+	}
+	h, err := httplimit.New(http.NotFoundHandler(), httplimit.Config{
+		Limiter: b,
+		Policy: &httplimit.RatePolicy{Name: "api", Quota: 5, Window: 5 * time.Second,
+			Remaining: httplimit.BucketRemaining(func(string) (*rate.Bucket, error) { return b, nil })},
+	})
+	if err != nil {
+		panic(err)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	fmt.Println(w.Header().Get("RateLimit-Policy"))
+	fmt.Println(w.Header().Get("RateLimit"))
+	// Output:
+	// "api";q=5;w=5
+	// "api";r=4;t=1
+}
+
+// Stats counts what the middleware did, for metrics or a health page.
+func ExampleHandler_Stats() {
+	inFlight, err := concurrency.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		panic(err)
+	}
+	var h *httplimit.Handler
+	h, err = httplimit.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// While this request holds the only slot, another is turned away.
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		http.Error(w, "upstream failed", http.StatusBadGateway)
+	}), httplimit.Config{Limiter: inFlight, NoWait: true})
+	if err != nil {
+		panic(err)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	s := h.Stats()
+	fmt.Println("requests:", s.Requests, "admitted:", s.Admitted, "dropped:", s.Dropped)
+	fmt.Println("rejected:", s.RejectedTotal(), "for", sluice.ReasonLimit, s.Rejected[sluice.ReasonLimit])
+	// Output:
+	// requests: 2 admitted: 1 dropped: 1
+	// rejected: 1 for limit 1
 }
