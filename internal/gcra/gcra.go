@@ -191,8 +191,11 @@ func (p *Params) Units(now, base int64) (int64, bool) {
 	if p.Mode != Rate {
 		return 0, true
 	}
-	off := satSub(now, base)
-	if off > p.Lim || off < -p.Lim {
+	// One compare for the range (Lim <= 2^61, so 2·Lim fits) and one for
+	// an overflowing subtraction keep this cheap enough to inline: it is
+	// on every admission.
+	off := now - base
+	if (now^base)&(now^off) < 0 || uint64(off+p.Lim) > uint64(2*p.Lim) {
 		return 0, false
 	}
 	return off << p.Shift, true
