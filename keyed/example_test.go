@@ -216,3 +216,18 @@ func ExampleMap_GetAt() {
 	// bob has his own: true
 	// evicted: 1 overflowed: 1
 }
+
+// AllowAt and TokensAt run in virtual time. Every rate a rate.Bucket takes
+// works per key, here eight tokens a nanosecond.
+func ExampleBuckets_AllowAt() {
+	b, _ := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 8e9, Burst: 20}})
+	now := time.Unix(1_700_000_000, 0)
+	admitted := 0
+	for range 25 {
+		if b.AllowAt("10.0.0.1", now) {
+			admitted++
+		}
+	}
+	fmt.Println(admitted, b.TokensAt("10.0.0.1", now.Add(time.Nanosecond)))
+	// Output: 20 8
+}

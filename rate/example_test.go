@@ -170,3 +170,30 @@ func ExampleBucket_Acquire() {
 	// too_large true
 	// <nil> true
 }
+
+// Stats counts every admission and rejection, by reason; Limit is the rate.
+func ExampleBucket_Stats() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 2})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range 3 {
+		b.AllowAt(now, 1)
+	}
+	b.AllowAt(now, 5) // more than the burst: never
+	st := b.Stats()
+	fmt.Println(st.Limit, st.Admitted, st.Rejected[sluice.ReasonRate], st.Rejected[sluice.ReasonTooLarge])
+	// Output: 1 2 1 1
+}
+
+// Lowering the burst drops the tokens above it; raising it adds room, not
+// tokens.
+func ExampleBucket_SetBurstAt() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 10})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_ = b.SetBurstAt(now, 3)
+	fmt.Println(b.TokensAt(now))
+	_ = b.SetBurstAt(now, 20)
+	fmt.Println(b.TokensAt(now), b.Config().Burst)
+	// Output:
+	// 3
+	// 3 20
+}
