@@ -15,8 +15,11 @@
 // # What happens to a connection
 //
 // One goroutine takes connections from the inner listener as fast as the
-// kernel hands them over (unless an accept rate holds it back), so the
-// decisions are the Listener's, not the kernel's backlog's:
+// kernel hands them over, so the decisions are the Listener's, not the
+// kernel's backlog's. Two things hold it back: an accept rate (step 1), and
+// a server slow to call Accept, since a connection admitted at once is
+// handed over by that goroutine (call Accept in a loop and serve each
+// connection in its own goroutine, as net/http does):
 //
 //  1. AcceptRate, if set, is a token bucket on connections taken from the
 //     kernel. By default the loop waits for a token before deciding on the
