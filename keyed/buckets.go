@@ -45,17 +45,19 @@ type BucketsConfig struct {
 // and one compare-and-swap, and does not allocate.
 //
 // Every key has the same rate and burst, so a key is only its bucket's
-// state word (internal/gcra: the time its bucket was empty), beside the
-// key's hash (see the package doc for the bytes per key). The words of a
-// shard count time, in fixed point, from the shard's base, which moves as a
-// rate.Bucket's does when a time is too far from it: one pass over the
-// shard's keys (at most 4,096) under its write lock, exact. The finer the
-// rate, the sooner: never in practice below ~15,000 tokens/s, every ~10
-// hours at 1e9/s, every ~2 s above ~1.6e13/s. A key whose bucket has refilled is
-// indistinguishable from a new key, so evicting it (lazily, once it has been
-// full for IdleTimeout) never hands anyone a free burst. When MaxKeys keys
-// are live and none can be evicted, a new key is served by the shared
-// Overflow bucket.
+// state word (the time its bucket was empty, kept as a rate.Bucket keeps
+// it), beside the key's hash (see the package doc for the bytes per key).
+// The words of a shard count time, in fixed point, from the shard's base,
+// which moves as a rate.Bucket's does when a time is too far from it: one
+// pass over the shard's keys (at most 4,096 for MaxKeys up to 4 million)
+// under its write lock, exact. The finer the rate, the sooner: never in
+// practice below ~15,000 tokens/s, every ~10 hours at 1e9/s, every ~2 s
+// above ~1.6e13/s.
+//
+// A key whose bucket has refilled is indistinguishable from a new key, so
+// evicting it (lazily, once it has been full for IdleTimeout) never hands
+// anyone a free burst. When MaxKeys keys are live and none can be evicted,
+// a new key is served by the shared Overflow bucket.
 type Buckets struct {
 	t        table[struct{}]
 	p        gcra.Params

@@ -45,7 +45,8 @@
 // immutable object behind an atomic pointer. A setter retires the object
 // (its word becomes a sentinel that fails every in-flight CAS, which then
 // reloads) and publishes a new one with the tokens carried over, so an
-// admission never mixes an old config with new state.
+// admission never mixes an old config with new state. The arithmetic on
+// that word is shared with keyed.Buckets, which keeps one such word per key.
 //
 // # Edge cases
 //
