@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,5 +82,33 @@ func TestBucketsMatchRateBucketWholeRange(t *testing.T) {
 				t.Fatal("nothing admitted: the comparison says nothing")
 			}
 		})
+	}
+}
+
+// At 1e12 tokens/s a shard's time base reaches only ~34 s, so each phase
+// here, 100 s after the last, moves it while eight goroutines race on the
+// hot key and on others: every phase still admits exactly the burst.
+func TestBucketsConcurrentRebase(t *testing.T) {
+	const burst, workers, calls = 1000, 8, 300
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1e12, Burst: burst}, MaxKeys: 64})
+	t0 := time.Unix(1_700_000_000, 0)
+	for phase := range 20 {
+		now := t0.Add(time.Duration(phase) * 100 * time.Second)
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := range workers {
+			wg.Go(func() {
+				for i := range calls {
+					if b.AllowAt("hot", now) {
+						admitted.Add(1)
+					}
+					b.AllowAt(strconv.Itoa(g*calls+i%8), now)
+				}
+			})
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != burst {
+			t.Fatalf("phase %d: admitted %d on the hot key, want the burst, %d", phase, got, burst)
+		}
 	}
 }
