@@ -20,6 +20,7 @@ func TestDemo(t *testing.T) {
 	}
 	t.Log("\n" + out.String())
 	counts := map[string][6]int{}
+	requests := -1 // as the middleware counted them
 	for _, line := range strings.Split(out.String(), "\n") {
 		var name string
 		var c [6]int
@@ -27,6 +28,7 @@ func TestDemo(t *testing.T) {
 			&name, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5]); err == nil {
 			counts[name] = c
 		}
+		fmt.Sscanf(line, "middleware: requests=%d", &requests)
 	}
 	greedy, crowd := counts["greedy"], counts["crowd"]
 	if greedy[0] == 0 || crowd[0] == 0 {
@@ -42,6 +44,11 @@ func TestDemo(t *testing.T) {
 		if c[4] != 0 || c[5] != 0 {
 			t.Errorf("%s: %d unexpected statuses, %d errors", name, c[4], c[5])
 		}
+	}
+	// Every request a client sent was answered (no errors above) and
+	// went through the middleware's admission exactly once.
+	if sent := greedy[0] + crowd[0]; requests != sent {
+		t.Errorf("the middleware counted %d requests, the clients sent %d", requests, sent)
 	}
 	if !strings.Contains(out.String(), "adaptive concurrency limit now") {
 		t.Error("no middleware summary")
