@@ -80,6 +80,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"sim"}, "missing argument"},
 		{[]string{"sim", slow, slow}, "want 1 argument(s), got 2"},
 		{[]string{"sim", slow, "--plot", "out.pdf"}, "-plot: plot file must end in .svg or .png"},
+		{[]string{"sim", slow, "--plot", "no/such/dir/out.svg"}, `-plot: "no/such/dir" is not a directory`},
 	} {
 		code, out, errs := run(tc.args...)
 		if code != ExitUsage {

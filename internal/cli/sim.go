@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/sluicehq/sluice/internal/report"
 	"github.com/sluicehq/sluice/internal/scenario"
@@ -24,6 +26,9 @@ func runSim(e env, args []string) int {
 	if *plotPath != "" {
 		if _, err := report.PlotFormat(*plotPath); err != nil {
 			return usageError(fs, "-plot", err)
+		}
+		if dir := filepath.Dir(*plotPath); !isDir(dir) {
+			return usageError(fs, "-plot", fmt.Errorf("%q is not a directory", dir))
 		}
 	}
 	if *duration < 0 {
@@ -82,4 +87,9 @@ func runSim(e env, args []string) int {
 func usageError(fs *flag.FlagSet, flagName string, err error) int {
 	fmt.Fprintf(fs.Output(), "%s: %s: %v\n", fs.Name(), flagName, err)
 	return ExitUsage
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
