@@ -49,7 +49,7 @@ func benchHandlers(b testing.TB) []struct {
 			Policy: &RatePolicy{Quota: 10, Window: 1e9}})},
 		{"per_ip_bucket+global+remaining", mw(Config{PerKey: perIP, Limiter: global,
 			Policy: &RatePolicy{Quota: 10, Window: 1e9, Remaining: BucketRemaining(perIP.Get)}})},
-		{"per_ip_bucket/trusted_proxy", mw(Config{PerKey: perIP,
+		{"per_ip_bucket+trusted_proxy", mw(Config{PerKey: perIP,
 			ClientIP: IPConfig{TrustedProxies: []string{"10.0.0.0/8"}}})},
 	}
 }
@@ -59,7 +59,7 @@ func benchHandlers(b testing.TB) []struct {
 // limiters always admit, so this is the admit path's overhead.
 func BenchmarkMiddleware(b *testing.B) {
 	for _, c := range benchHandlers(b) {
-		b.Run("handler="+c.name, func(b *testing.B) {
+		b.Run("handler="+c.name+"/mode=serial", func(b *testing.B) {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = "10.1.2.3:4567"
 			r.Header.Set("X-Forwarded-For", "198.51.100.7")
@@ -69,7 +69,7 @@ func BenchmarkMiddleware(b *testing.B) {
 				c.h.ServeHTTP(w, r)
 			}
 		})
-		b.Run("handler="+c.name+"/parallel", func(b *testing.B) {
+		b.Run("handler="+c.name+"/mode=parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				r := httptest.NewRequest("GET", "/", nil)
@@ -117,7 +117,7 @@ func TestAdmitAllocations(t *testing.T) {
 		"global_concurrency":          1,
 		"per_ip_bucket":               2,
 		"per_ip_bucket+global+policy": 2,
-		"per_ip_bucket/trusted_proxy": 2,
+		"per_ip_bucket+trusted_proxy": 2,
 		// + the RateLimit value and its []string
 		"per_ip_bucket+global+remaining": 4,
 	}

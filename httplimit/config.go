@@ -119,7 +119,8 @@ type RatePolicy struct {
 	Remaining func(key string) (remaining int, reset time.Duration)
 }
 
-// compiled returns the RateLimit-Policy field value and the quoted name.
+// compile validates p and returns the RateLimit-Policy field value and
+// the quoted name.
 func (p *RatePolicy) compile() (policy, name string, err error) {
 	n := p.Name
 	if n == "" {
