@@ -77,10 +77,12 @@ type Config struct {
 	NoWait bool
 
 	// DryRun admits every request, counting those that would have been
-	// rejected in Stats.WouldReject. In dry run the middleware never waits:
-	// it uses TryAcquire, so a request that a limiter would have queued
-	// counts as a would-be rejection. Admitted requests still hold their
-	// permits, so concurrency and adaptive limits see the real load.
+	// rejected in Stats.WouldReject (once, by the first limiter that said
+	// no). In dry run the middleware never waits: it uses TryAcquire, so a
+	// request that a limiter would have queued counts as a would-be
+	// rejection. Every request still holds the permits it was granted
+	// (the global one too when the per-key limit said no), so concurrency
+	// and adaptive limits see the real load.
 	DryRun bool
 
 	// Outcome tells the limiters how the handler's work ended, from the

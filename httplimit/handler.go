@@ -98,7 +98,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // acquire takes the per-key permit, then the global one; when the global
 // limiter says no, the per-key permit is cancelled so that the client's
-// quota does not pay for the server's overload.
+// quota does not pay for the server's overload. In dry run a per-key
+// rejection does not stop it asking the global limiter: the request will
+// be served, and a concurrency limit must see it in flight.
 func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, err error) {
 	ctx := r.Context()
 	if h.perKey != nil {
@@ -115,22 +117,29 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 			kp, err = h.perKey.Acquire(ctx, key)
 		}
 		if err != nil {
-			if isRejection(err) {
-				err = &Rejection{Err: err, PerKey: true, Key: key}
+			if !isRejection(err) {
+				return key, kp, gp, err
 			}
-			return key, kp, gp, err
+			err = &Rejection{Err: err, PerKey: true, Key: key}
+			if !h.dryRun {
+				return key, kp, gp, err
+			}
 		}
 	}
 	if h.limiter != nil {
+		var gerr error
 		if h.noWait {
-			gp, err = h.limiter.TryAcquire()
+			gp, gerr = h.limiter.TryAcquire()
 		} else {
-			gp, err = h.limiter.Acquire(ctx)
+			gp, gerr = h.limiter.Acquire(ctx)
 		}
-		if err != nil {
+		if gerr != nil {
 			kp.Cancel()
-			if isRejection(err) {
-				err = &Rejection{Err: err, Key: key}
+			if isRejection(gerr) {
+				gerr = &Rejection{Err: gerr, Key: key}
+			}
+			if err == nil { // a per-key rejection (dry run) is the one counted
+				err = gerr
 			}
 		}
 	}

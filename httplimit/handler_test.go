@@ -326,3 +326,28 @@ func TestGlobalRejectionRefundsPerKeyToken(t *testing.T) {
 		}
 	})
 }
+
+// In dry run a client over its per-key share is served anyway, so the
+// global concurrency limit must count it in flight like any other.
+func TestDryRunPerKeyRejectionStillHoldsGlobal(t *testing.T) {
+	lim, err := concurrency.New(concurrency.Config{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inFlight []int
+	h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight = append(inFlight, lim.Stats().InFlight)
+	}), Config{PerKey: perIPBuckets(t, rate.Config{Rate: 0.001, Burst: 1}), Limiter: lim, DryRun: true})
+	for range 2 {
+		if w := serve(h, httptest.NewRequest("GET", "/", nil)); w.Code != http.StatusOK {
+			t.Fatalf("dry run answered %d", w.Code)
+		}
+	}
+	s := h.Stats()
+	if !slices.Equal(inFlight, []int{1, 1}) || lim.Stats().InFlight != 0 {
+		t.Errorf("global in flight during the requests %v, after %d; want [1 1], 0", inFlight, lim.Stats().InFlight)
+	}
+	if s.WouldReject[sluice.ReasonRate] != 1 || s.WouldRejectTotal() != 1 || s.Admitted != 2 || s.Succeeded != 2 {
+		t.Errorf("stats %+v: want 2 admitted and succeeded, 1 would-reject for rate", s)
+	}
+}
