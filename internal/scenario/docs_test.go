@@ -52,3 +52,20 @@ func fileKeys(t reflect.Type, prefix string, seen map[reflect.Type]bool) []strin
 	}
 	return keys
 }
+
+// TestDocsExampleParses: the example file in docs/scenarios.md is a valid
+// scenario, so a reader who copies it gets a run, not an error.
+func TestDocsExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/scenarios.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/scenarios.md has no ```yaml example")
+	}
+	if _, err := Parse("docs/scenarios.md example", []byte(example)); err != nil {
+		t.Error(err)
+	}
+}
