@@ -271,3 +271,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestSizeCountsBurstsInTheRun: only bursts sent before the end count
+// towards the size bound.
+func TestSizeCountsBurstsInTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		bursts string
+		ok     bool
+	}{
+		{"{size: 100000000, count: 1, at: 30s}", true},              // at the end: never sent
+		{"{size: 4000000, count: 1000, every: 10s, at: 15s}", true}, // 2 of them in the run
+		{"{size: 4000000, count: 1000, every: 10s, at: 0s}", false}, // 3 of them
+		{"{size: 100000000, count: 1, at: 29s}", false},             // one, too large
+	} {
+		src := strings.Replace(good, "  rate: 5\n", "  rate: 5\n  bursts: "+tc.bursts+"\n", 1)
+		_, err := Parse("b.yaml", []byte(src))
+		if (err == nil) != tc.ok {
+			t.Errorf("bursts %s: %v, want ok %v", tc.bursts, err, tc.ok)
+		}
+	}
+}

@@ -39,9 +39,13 @@ func (f *File) checkSize() error {
 	for _, st := range l.Steps {
 		peak = max(peak, st.Rate)
 	}
-	bursts := float64(l.Bursts.Count)
-	if b := l.Bursts; b.Every > 0 && b.At < s.Duration {
-		bursts = min(bursts, float64((s.Duration-b.At)/b.Every+1)) // the rest fall after the end
+	// Bursts that would fall after the end are never sent.
+	var bursts float64
+	if b := l.Bursts; b.At < s.Duration {
+		bursts = float64(b.Count)
+		if b.Every > 0 {
+			bursts = min(bursts, float64((s.Duration-b.At-1)/b.Every+1))
+		}
 	}
 	sent := peak*s.Duration.Seconds() + float64(l.Bursts.Size)*bursts
 	retries := float64(l.Retries.Max)
