@@ -35,11 +35,13 @@
 // RateLimit with r=0 (draft-ietf-httpapi-ratelimit-headers); with its
 // Remaining (BucketRemaining for token buckets), admitted responses carry
 // RateLimit with the quota left. OnReject replaces the body; DryRun counts
-// would-be rejections and admits everything.
+// would-be rejections and admits everything, holding whatever permits it
+// was granted so that concurrency limits still see the load.
 //
 // # Outcomes
 //
-// Permits are released in a defer, so a panicking handler gives them back.
+// Permits are released in a defer, so a panicking handler (or hook) gives
+// them back.
 // The outcome teaches adaptive limits: a 5xx or a request whose deadline
 // passed is Dropped (overload), a client that left or a hijacked connection
 // is Ignore, anything else is Success with the handler's latency.
