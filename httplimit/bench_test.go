@@ -110,9 +110,6 @@ func BenchmarkLoopback(b *testing.B) {
 // TestAdmitAllocations pins the admit path's allocations: the status
 // writer (it escapes to the handler) and, per key, the key string.
 func TestAdmitAllocations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
-	}
 	want := map[string]float64{
 		"global_concurrency":          1,
 		"per_ip_bucket":               2,
