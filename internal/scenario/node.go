@@ -49,6 +49,28 @@ type decoder struct {
 	file  string
 	errs  []error
 	lines map[string]int // field path -> line, for errors found later
+	steps int            // values and keys visited, aliases expanded: see spend
+}
+
+// maxSteps bounds the work of one parse. Aliases and merge keys let a small
+// file name the same large mapping many times over (a 600 kB file could
+// expand to billions of keys and exhaust memory); a real scenario visits a
+// few hundred values.
+const maxSteps = 200_000
+
+// spend counts n steps of work at node at and reports whether the budget
+// allows them; the first time it does not, the parse fails there.
+func (d *decoder) spend(at *yaml.Node, n int) bool {
+	if d.steps > maxSteps {
+		return false
+	}
+	d.steps += n
+	if d.steps > maxSteps {
+		d.errs = append(d.errs, &Error{File: d.file, Line: at.Line,
+			Msg: fmt.Sprintf("more than %d keys and values once aliases and merge keys are expanded: not a scenario file", maxSteps)})
+		return false
+	}
+	return true
 }
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -65,6 +87,9 @@ var (
 
 // decode sets v (addressable) from n; path names n in errors.
 func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
+	if !d.spend(n, 1) {
+		return
+	}
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
@@ -94,6 +119,9 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			d.errorf(n, path, "want a list, got %s", describe(n))
+			return
+		}
+		if !d.spend(n, len(n.Content)) {
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -171,6 +199,9 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 	}
 	explicit := map[string]bool{}
 	var merged []*yaml.Node // key, value pairs from merge keys
+	if !d.spend(n, len(n.Content)/2) {
+		return
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if k.Tag == "!!merge" {
@@ -213,6 +244,9 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 func (d *decoder) mergePairs(val *yaml.Node, path string) []*yaml.Node {
 	for val.Kind == yaml.AliasNode && val.Alias != nil {
 		val = val.Alias
+	}
+	if !d.spend(val, len(val.Content)) {
+		return nil
 	}
 	switch val.Kind {
 	case yaml.MappingNode:

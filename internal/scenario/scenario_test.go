@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -288,6 +289,28 @@ func TestSizeCountsBurstsInTheRun(t *testing.T) {
 		_, err := Parse("b.yaml", []byte(src))
 		if (err == nil) != tc.ok {
 			t.Errorf("bursts %s: %v, want ok %v", tc.bursts, err, tc.ok)
+		}
+	}
+}
+
+// TestParseAliasBomb: merge keys and aliases that name one large mapping
+// many times are refused at a bounded cost, not expanded until memory runs
+// out (this 600 kB file used to need tens of GB).
+func TestParseAliasBomb(t *testing.T) {
+	var keys, aliases []string
+	for i := range 40000 {
+		keys = append(keys, fmt.Sprintf("k%d: 1", i))
+		aliases = append(aliases, "*a")
+	}
+	bombs := map[string]string{
+		"merge":  "x: &a {" + strings.Join(keys, ", ") + "}\norigin: {<<: [" + strings.Join(aliases, ", ") + "]}\n",
+		"alias":  "x: &a {" + strings.Join(keys, ", ") + "}\npolicies: [" + strings.Join(aliases, ", ") + "]\n",
+		"a list": "load: {steps: [" + strings.Repeat("{}, ", 300000) + "{}]}\n",
+	}
+	for name, src := range bombs {
+		_, err := Parse("bomb.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "once aliases and merge keys are expanded") {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
