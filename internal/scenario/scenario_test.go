@@ -314,3 +314,27 @@ func TestParseAliasBomb(t *testing.T) {
 		}
 	}
 }
+
+// policies returns n policy entries named from first on, for edits of good.
+func policies(first, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: p%d, kind: none}\n", first+i)
+	}
+	return b.String()
+}
+
+// TestSizeOfTheWholeRun: every policy runs the whole scenario, so many
+// policies on a run within the per-policy bounds are refused too.
+func TestSizeOfTheWholeRun(t *testing.T) {
+	src := strings.Replace(good, "interval: 500ms", "interval: 1ms", 1) // 30000 points per policy
+	if _, err := Parse("w.yaml", []byte(src)); err != nil {
+		t.Fatalf("2 policies: %v", err)
+	}
+	src = strings.Replace(src, "report:\n", policies(2, 40)+"report:\n", 1)
+	_, err := Parse("w.yaml", []byte(src))
+	const want = "w.yaml:18: policies: 42 policies of 30000 points and up to 150 requests each are more than the 1000000 points"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("42 policies: %v\nwant prefix %s", err, want)
+	}
+}

@@ -16,11 +16,16 @@ const (
 	// maxRequests bounds the requests (retries included) one policy's
 	// run may send: seconds of CPU and well under a GB at the worst.
 	maxRequests = 10_000_000
+	// Every policy runs the whole scenario and keeps its series, so the
+	// run as a whole is bounded too: ten policies at the bounds above,
+	// or more policies on a smaller run.
+	maxTotalPoints   = 10 * maxPoints
+	maxTotalRequests = 5 * maxRequests
 )
 
-// checkSize refuses a scenario whose run would exceed maxPoints or
-// maxRequests. The request count is an upper bound from the peak rate, so
-// a ramp is judged by its top.
+// checkSize refuses a scenario whose run would exceed the bounds above.
+// The request count is an upper bound from the peak rate, so a ramp is
+// judged by its top.
 func (f *File) checkSize() error {
 	s := &f.Scenario
 	interval := s.Interval
@@ -34,6 +39,7 @@ func (f *File) checkSize() error {
 		}
 		return f.errorAt(field, fmt.Sprintf("duration %v / interval %v is %d points per policy, more than the %d a run may keep", s.Duration, interval, n, maxPoints))
 	}
+	points := int64(s.Duration/interval) * int64(len(s.Policies))
 	l := &s.Load
 	peak := l.Rate
 	for _, st := range l.Steps {
@@ -52,8 +58,12 @@ func (f *File) checkSize() error {
 	if l.Retries.Budget > 0 {
 		retries = min(retries, l.Retries.Budget)
 	}
-	if n := sent * (1 + retries); n > maxRequests {
-		return f.errorAt("duration", fmt.Sprintf("%v at up to %g requests per second (with bursts and retries) is up to %.3g requests per policy, more than the %d a run may simulate: shorten the duration or lower the load", s.Duration, peak, n, maxRequests))
+	requests := sent * (1 + retries)
+	if requests > maxRequests {
+		return f.errorAt("duration", fmt.Sprintf("%v at up to %g requests per second (with bursts and retries) is up to %.3g requests per policy, more than the %d a run may simulate: shorten the duration or lower the load", s.Duration, peak, requests, maxRequests))
+	}
+	if total := requests * float64(len(s.Policies)); points > maxTotalPoints || total > maxTotalRequests {
+		return f.errorAt("policies", fmt.Sprintf("%d policies of %d points and up to %.3g requests each are more than the %d points and %d requests a whole run may have: compare fewer policies or shorten the run", len(s.Policies), points/int64(len(s.Policies)), requests, maxTotalPoints, maxTotalRequests))
 	}
 	return nil
 }
