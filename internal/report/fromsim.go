@@ -32,6 +32,7 @@ func FromSim(s sim.Scenario, res sim.Result, within time.Duration) *Report {
 			Name:    pr.Name,
 			Kind:    kind,
 			Summary: summary(pr, window, within),
+			Phases:  phases(s, pr.Series),
 			Series:  points(pr.Series),
 		})
 	}
@@ -109,3 +110,40 @@ func latency(p sim.Percentiles) Latency {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// phases averages goodput and capacity over the series points between the
+// origin's changes; nil when the origin never changes.
+func phases(s sim.Scenario, series []sim.Point) []Phase {
+	if len(s.Origin.Changes) == 0 {
+		return nil
+	}
+	bounds := []time.Duration{0}
+	for _, c := range s.Origin.Changes {
+		if c.At > bounds[len(bounds)-1] && c.At < s.Duration {
+			bounds = append(bounds, c.At)
+		}
+	}
+	bounds = append(bounds, s.Duration)
+	out := make([]Phase, 0, len(bounds)-1)
+	for i := 1; i < len(bounds); i++ {
+		from, to := bounds[i-1], bounds[i]
+		var good, capacity float64
+		n := 0
+		for _, p := range series {
+			if p.T > from && p.T <= to {
+				good += p.Goodput
+				capacity += p.Capacity
+				n++
+			}
+		}
+		ph := Phase{FromS: from.Seconds(), ToS: to.Seconds()}
+		if n > 0 {
+			ph.GoodputRPS, ph.CapacityRPS = good/float64(n), capacity/float64(n)
+		}
+		if ph.CapacityRPS > 0 {
+			ph.GoodputPct = 100 * ph.GoodputRPS / ph.CapacityRPS
+		}
+		out = append(out, ph)
+	}
+	return out
+}

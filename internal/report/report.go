@@ -44,8 +44,24 @@ type Policy struct {
 	// concurrency, adaptive, token-bucket, ticker.
 	Kind    string  `json:"kind"`
 	Summary Summary `json:"summary"`
+	// Phases is goodput between the origin's changes (a slowdown, workers
+	// lost), one entry per phase, when the scenario changes the origin: the
+	// summary's one figure averages phases of different capacity, which
+	// hides how a policy did in each.
+	Phases []Phase `json:"phases,omitempty"`
 	// Series is the run cut into intervals of IntervalS seconds.
 	Series []Point `json:"series"`
+}
+
+// Phase is a policy's goodput over one stretch of the run in which the
+// origin did not change (from the series, so it includes the time a
+// policy takes to adapt after the change that opens the phase).
+type Phase struct {
+	FromS       float64 `json:"from_s"`
+	ToS         float64 `json:"to_s"`
+	GoodputRPS  float64 `json:"goodput_rps"`
+	CapacityRPS float64 `json:"capacity_rps"`
+	GoodputPct  float64 `json:"goodput_pct_of_capacity"`
 }
 
 // Summary is one policy's figures over the measured window (after the

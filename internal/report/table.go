@@ -60,8 +60,36 @@ func Table(w io.Writer, r *Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := phaseTable(&b, r); err != nil {
+		return err
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// phaseTable writes goodput per phase of the origin, when it changes:
+//
+//	GOODPUT BY PHASE  0s-1m0s (cap 7.00)  1m0s-3m0s (cap 3.50)  ...
+//	adaptive          4.98 (71%)          3.40 (97%)            ...
+func phaseTable(b *strings.Builder, r *Report) error {
+	if len(r.Policies) == 0 || len(r.Policies[0].Phases) < 2 {
+		return nil
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
+	fmt.Fprint(tw, "GOODPUT BY PHASE")
+	for _, ph := range r.Policies[0].Phases {
+		fmt.Fprintf(tw, "\t%s-%s (cap %s)", fmtSeconds(ph.FromS), fmtSeconds(ph.ToS), fmtRate(ph.CapacityRPS))
+	}
+	fmt.Fprintln(tw)
+	for _, p := range r.Policies {
+		fmt.Fprint(tw, p.Name)
+		for _, ph := range p.Phases {
+			fmt.Fprintf(tw, "\t%s (%s)", fmtRate(ph.GoodputRPS), fmtPct(ph.GoodputPct, ph.CapacityRPS))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }
 
 func fmtRate(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

@@ -1,0 +1,71 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sim"
+)
+
+// A scenario whose origin slows down halfway reports each phase with its
+// own capacity (Little's law: workers / service time) and goodput, and the
+// table prints them; without changes there are no phases.
+func TestPhasesSplitAtOriginChanges(t *testing.T) {
+	sc := sim.Scenario{
+		Name: "phases", Seed: 1, Duration: 20 * time.Second,
+		Origin: sim.Origin{Workers: 2, Queue: 10, Service: sim.Dist{Kind: sim.Constant, Mean: 100 * time.Millisecond},
+			Changes: []sim.Change{{At: 10 * time.Second, Service: sim.Dist{Kind: sim.Constant, Mean: 400 * time.Millisecond}}}},
+		Load:     sim.Load{Rate: 8, Timeout: time.Second},
+		Policies: []sim.Policy{{Name: "none", Kind: sim.None}},
+	}
+	res, err := sim.Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := FromSim(sc, res, 0)
+	ph := r.Policies[0].Phases
+	if len(ph) != 2 || ph[0].FromS != 0 || ph[0].ToS != 10 || ph[1].FromS != 10 || ph[1].ToS != 20 {
+		t.Fatalf("phases %+v, want 0-10 s and 10-20 s", ph)
+	}
+	// Capacity 20 rps, then 5 rps; 8 rps offered: all served, then at most 5.
+	for i, want := range []struct{ capacity, maxGood float64 }{{20, 8}, {5, 5}} {
+		if math.Abs(ph[i].CapacityRPS-want.capacity) > 0.1*want.capacity {
+			t.Errorf("phase %d: capacity %.2f rps, want ≈ %.0f", i, ph[i].CapacityRPS, want.capacity)
+		}
+		if ph[i].GoodputRPS <= 0 || ph[i].GoodputRPS > want.maxGood*1.01 {
+			t.Errorf("phase %d: goodput %.2f rps, want in (0, %.0f]", i, ph[i].GoodputRPS, want.maxGood)
+		}
+	}
+	if ph[0].GoodputRPS < 7.5 {
+		t.Errorf("phase 0: goodput %.2f rps, want ≈ 8 (below capacity every request is served)", ph[0].GoodputRPS)
+	}
+
+	var table bytes.Buffer
+	if err := Table(&table, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "GOODPUT BY PHASE  0s-10s (cap ") {
+		t.Errorf("table has no phase header:\n%s", table.String())
+	}
+	var js bytes.Buffer
+	if err := JSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Policies[0].Phases) != 2 {
+		t.Fatalf("phases do not round-trip through JSON: %v", err)
+	}
+
+	sc.Origin.Changes = nil
+	res, err = sim.Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ph := FromSim(sc, res, 0).Policies[0].Phases; ph != nil {
+		t.Errorf("an origin that never changes has phases %+v", ph)
+	}
+}
