@@ -1,0 +1,35 @@
+package keyed_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// TokensAt reads a key's bucket in virtual time without creating the key.
+func ExampleBuckets_TokensAt() {
+	b, _ := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 3}})
+	now := time.Unix(1_700_000_000, 0)
+	b.AllowAt("alice", now)
+	b.AllowAt("alice", now)
+	fmt.Printf("%.1f %.1f %d\n", b.TokensAt("alice", now), b.TokensAt("alice", now.Add(1500*time.Millisecond)), b.Stats().Keys)
+	fmt.Printf("%.0f %d\n", b.TokensAt("bob", now), b.Stats().Keys) // a new key is full, and not stored
+	// Output:
+	// 1.0 2.5 1
+	// 3 1
+}
+
+// Keys beyond MaxKeys share one overflow bucket (by default with the
+// per-key rate and burst); its own statistics show how hard it is pressed.
+func ExampleBuckets_Overflow() {
+	b, _ := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 2}, MaxKeys: 1})
+	now := time.Unix(1_700_000_000, 0)
+	for _, key := range []string{"alice", "x1", "x2", "x3"} {
+		b.AllowAt(key, now)
+	}
+	s := b.Overflow().Stats()
+	fmt.Println(s.Admitted, s.RejectedTotal())
+	// Output: 2 1
+}

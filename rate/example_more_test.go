@@ -1,0 +1,52 @@
+package rate_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Weighted requests take n tokens at once; a request larger than the burst
+// can never be admitted.
+func ExampleBucket_AllowN() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 100, Burst: 10})
+	fmt.Println(b.AllowN(7), b.AllowN(7), b.AllowN(3), b.AllowN(11))
+	// Output: true false true false
+}
+
+// Reserve takes tokens now for work that may start later: Delay says how
+// long to wait, Cancel gives the tokens back if the work never happens.
+func ExampleBucket_Reserve() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 10, Burst: 1})
+	first, _ := b.Reserve(1, time.Second)
+	second, ok := b.Reserve(1, time.Second)
+	fmt.Println(first.Delay() == 0, ok, second.Delay() > 50*time.Millisecond)
+	second.Cancel() // the second call was not needed after all
+	_, ok = b.Reserve(1, 0)
+	fmt.Println(ok) // the first reservation still holds the only token
+	// Output:
+	// true true true
+	// false
+}
+
+// Tokens reports what the bucket holds now; it starts full.
+func ExampleBucket_Tokens() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 3})
+	b.AllowN(2)
+	fmt.Printf("%.0f\n", b.Tokens())
+	// Output: 1
+}
+
+// Limits change at run time under concurrent use; Config reads them back.
+func ExampleBucket_SetBurst() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 5, Burst: 1})
+	_ = b.SetRate(50)
+	_ = b.SetBurst(10)
+	_ = b.SetMaxWait(20 * time.Millisecond)
+	fmt.Println(b.SetBurst(-1) != nil) // invalid: the bucket is unchanged
+	fmt.Printf("%+v\n", b.Config())
+	// Output:
+	// true
+	// {Rate:50 Burst:10 MaxWait:20ms}
+}
