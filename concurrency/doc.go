@@ -11,7 +11,7 @@
 // deciding, a pooled channel per queued caller, one timer for the queue's
 // head, the caller's context, and the real clock; nobody waits holding the
 // lock. Its uncontended path (a permit free, nobody queued) is a single
-// compare-and-swap that allocates nothing.
+// atomic add (a compare-and-swap close to the limit) that allocates nothing.
 //
 // # Queue disciplines
 //

@@ -23,24 +23,27 @@ import (
 // reject at once a caller whose deadline is out of reach (see Core), and
 // with an Algorithm, Success and Dropped drive the limit.
 //
-// The common case, a permit free and nobody queued, is one CAS to acquire
-// and one to release, allocation-free; a queued caller costs a mutex-held
+// The common case, a permit free and nobody queued, is one atomic add to
+// acquire (a CAS within 2×64 permits of the limit) and one to release,
+// allocation-free; a queued caller costs a mutex-held
 // decision and a pooled channel. One timer, armed for the queue's head,
 // enforces every wait bound.
 //
 // A Limiter is safe for concurrent use. Create it with New.
 type Limiter struct {
+	// The fields up to the padding are read by every fast acquire and
+	// release and written rarely or never, so their cache line stays
+	// shared by every core; nothing the fast path writes may share it.
+
 	// hot holds the fast path's word (see state.go), alone in its cache
 	// line.
 	hot *hot
-	// flushed and slowAdmitted count admissions with hot's count bits.
-	flushed      atomic.Uint64
-	slowAdmitted atomic.Uint64
-	counters     counter.Counters // rejections
-	queued       atomic.Int64     // mirror of core.Queued for Stats
-	// meanSvc is the Core's service-time estimate while the fast path is
-	// open (see releaseFast and enter); ns.
-	meanSvc atomic.Int64
+	// wide lets acquirers try the one-add path (see reserve.go). It
+	// changes only when the word nears or leaves its limit, or closes.
+	wide atomic.Bool
+	// margin is the number of free permits below which the wide path is
+	// off; defaultMargin, lowered by tests to hammer the boundary.
+	margin uint64
 	// noAlgorithm reports that a release may skip the Core when nobody is
 	// queued: there is no Algorithm to feed.
 	noAlgorithm bool
@@ -51,6 +54,20 @@ type Limiter struct {
 	// does not always reject the newcomer.
 	maxQueue int64
 	evicts   bool
+	_        [64]byte
+
+	// flushed and slowAdmitted count admissions with hot's count bits.
+	flushed      atomic.Uint64
+	slowAdmitted atomic.Uint64
+	counters     counter.Counters // rejections
+	queued       atomic.Int64     // mirror of core.Queued for Stats
+	// inFlight is core.inFlight as of the last leave, which Stats reports
+	// while the Core is the truth: the word's count is then only a mirror,
+	// raised by reservations that leave will erase (see reserve.go).
+	inFlight atomic.Int64
+	// meanSvc is the Core's service-time estimate while the fast path is
+	// open (see releaseFast and enter); ns.
+	meanSvc atomic.Int64
 
 	mu   sync.Mutex
 	core Core
@@ -68,7 +85,7 @@ type Limiter struct {
 // New returns a Limiter configured by cfg, or an error naming the invalid
 // field (it matches ErrInvalidConfig).
 func New(cfg Config) (*Limiter, error) {
-	l := &Limiter{hot: new(hot)}
+	l := &Limiter{hot: new(hot), margin: defaultMargin}
 	if err := l.core.init(cfg); err != nil {
 		return nil, err
 	}
@@ -77,6 +94,7 @@ func New(cfg Config) (*Limiter, error) {
 	l.evicts = l.core.cfg.Discipline == LIFO || l.core.cfg.Discipline == AdaptiveLIFO
 	l.timed = l.core.timed()
 	l.hot.state.Store(uint64(l.core.limit) << limitShift)
+	l.wide.Store(l.widens(l.hot.state.Load()))
 	return l, nil
 }
 
@@ -98,6 +116,11 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 		default:
 		}
 	}
+	if l.wide.Load() {
+		if t, ok := l.reserve(); ok {
+			return sluice.NewPermit((*releaser)(l), t), nil
+		}
+	}
 	if s := l.hot.state.Load(); fastAdmit(s) && l.hot.state.CompareAndSwap(s, s+1+countOne) {
 		return sluice.NewPermit((*releaser)(l), s&inFlightMask+1), nil
 	}
@@ -114,6 +137,11 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 // jumps the queue), and otherwise rejects with sluice.ReasonLimit. It never
 // waits.
 func (l *Limiter) TryAcquire() (sluice.Permit, error) {
+	if l.wide.Load() {
+		if t, ok := l.reserve(); ok {
+			return sluice.NewPermit((*releaser)(l), t), nil
+		}
+	}
 	if s := l.hot.state.Load(); fastAdmit(s) && l.hot.state.CompareAndSwap(s, s+1+countOne) {
 		return sluice.NewPermit((*releaser)(l), s&inFlightMask+1), nil
 	}
@@ -188,6 +216,9 @@ func (l *Limiter) Stats() sluice.Stats {
 		Limit:    float64(st >> limitShift & limitMask),
 		InFlight: int(st & inFlightMask),
 		Queued:   int(l.queued.Load()),
+	}
+	if st&slowBit != 0 {
+		s.InFlight = int(l.inFlight.Load())
 	}
 	l.counters.Fill(&s)
 	s.Admitted = admitted

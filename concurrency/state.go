@@ -28,9 +28,12 @@ import (
 // waits and there is no Algorithm to feed.
 //
 // Admissions are counted in the word rather than in a second atomic, which
-// would cost a second read-modify-write on every acquire. Every flushAt
-// admissions, the acquirer that reaches it moves them to Limiter.flushed;
-// pendingBit tells Stats that the move is half done.
+// would cost a second read-modify-write on every acquire. When the count
+// reaches flushAt, the acquirer that reaches it moves flushMove of them to
+// Limiter.flushed; pendingBit tells Stats that the move is half done.
+//
+// Far from the limit the fast path admits with one add instead of a CAS;
+// see reserve.go.
 const (
 	inFlightMask = 1<<24 - 1
 	limitShift   = 24
@@ -39,6 +42,7 @@ const (
 	countMask    = 1<<14 - 1
 	countOne     = 1 << countShift
 	flushAt      = 1 << 13
+	flushMove    = flushAt / 2 // see flush
 	pendingBit   = 1 << 62
 	slowBit      = 1 << 63
 )
@@ -52,15 +56,15 @@ type hot struct {
 
 // fastAdmit reports whether state word s lets the fast path admit with a
 // plain CAS to s+1+countOne: open, a permit free, and the count not due
-// for a flush. Acquire and TryAcquire make that one attempt inline and
-// fall back to tryFast.
+// for a flush. Acquire and TryAcquire make that one attempt inline (when
+// the wide path is off or failed) and fall back to tryFast.
 func fastAdmit(s uint64) bool {
 	return s&slowBit == 0 && s&inFlightMask < s>>limitShift&limitMask && s>>countShift&countMask < flushAt-1
 }
 
 // tryFast admits into a free permit while the fast path is open, and
 // returns the permit's token (permits in flight, this one included). The
-// admission that brings the count to flushAt moves flushAt admissions to
+// admission that brings the count to flushAt moves flushMove admissions to
 // Limiter.flushed.
 func (l *Limiter) tryFast() (uint64, bool) {
 	for {
@@ -71,15 +75,15 @@ func (l *Limiter) tryFast() (uint64, bool) {
 		n, flush := s+1+countOne, false
 		switch c := n >> countShift & countMask; {
 		case c >= flushAt && s&pendingBit == 0:
-			n, flush = n-flushAt*countOne|pendingBit, true
+			n, flush = n-flushMove*countOne|pendingBit, true
 		case c == countMask:
-			// A flush has been pending for 8192 admissions: let the slow
-			// path count this one rather than overflow the field.
+			// A flush has been pending for thousands of admissions: let
+			// the slow path count this one rather than overflow the field.
 			return 0, false
 		}
 		if l.hot.state.CompareAndSwap(s, n) {
 			if flush {
-				l.flushed.Add(flushAt)
+				l.flushed.Add(flushMove)
 				l.hot.state.And(^uint64(pendingBit))
 			}
 			return s&inFlightMask + 1, true
@@ -97,7 +101,8 @@ func (l *Limiter) tryFast() (uint64, bool) {
 //
 // One release in 64 (by the admission count) also feeds its latency to the
 // service-time estimate that deadline-aware admission needs once a queue
-// forms.
+// forms. A release that leaves many permits free reopens the wide path if
+// it was off (see reserve.go).
 func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	s := l.hot.state.Add(^uint64(0))
 	if s&inFlightMask == inFlightMask {
@@ -113,6 +118,9 @@ func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	}
 	if s>>countShift&63 == 0 && o != sluice.Canceled && latency > 0 {
 		l.sample(latency)
+	}
+	if !l.wide.Load() {
+		l.widen(s)
 	}
 	return true
 }
@@ -131,9 +139,11 @@ func (l *Limiter) enter() {
 	for {
 		s := l.hot.state.Load()
 		if s&slowBit != 0 {
+			l.setWide(false)
 			return
 		}
 		if l.hot.state.CompareAndSwap(s, s|slowBit) {
+			l.setWide(false)
 			l.core.inFlight = int(s & inFlightMask)
 			l.core.meanSvc = l.meanSvc.Load()
 			return
@@ -152,11 +162,13 @@ func (l *Limiter) leave() {
 	}
 	for {
 		s := l.hot.state.Load()
-		if l.hot.state.CompareAndSwap(s, s&(countMask<<countShift|pendingBit)|n) {
+		if w := s&(countMask<<countShift|pendingBit) | n; l.hot.state.CompareAndSwap(s, w) {
+			l.setWide(l.widens(w))
 			break
 		}
 	}
 	l.queued.Store(int64(l.core.q.n))
+	l.inFlight.Store(int64(l.core.inFlight))
 	l.meanSvc.Store(l.core.meanSvc)
 	l.armExpiry()
 }

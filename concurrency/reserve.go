@@ -1,0 +1,133 @@
+package concurrency
+
+import "github.com/sluicehq/sluice"
+
+// The wide fast path.
+//
+// Far from the limit, admission is one atomic add: reserve adds 1 to the
+// in-flight count and 1 to the admission count of the state word without
+// reading it first, and keeps the permit if the word it produced is open
+// (slowBit clear) and within the limit. Under contention this is one
+// coherence transaction on the word's line, where a load and a CAS are two,
+// and it never retries; with two cores it is what puts the uncontended path
+// under a mutex-based semaphore's.
+//
+// An add that produced a closed or overfull word reserved what it may not
+// keep (a phantom). Safety does not depend on phantoms being rare: a
+// reservation is kept only when the word it produced, which counts every
+// permit held and every phantom not yet given back, is open and within the
+// limit, so the permits held never exceed the limit. Phantoms are given
+// back (unreserve) as follows, and the caller then takes the exact path
+// (load and CAS, then the Core under mu), which decides on its own:
+//
+//   - slowBit set in the produced word: the add landed while the Core is
+//     the truth, on the word's mirror of the Core's count. Every leave
+//     overwrites that mirror, and slowBit is cleared only by a leave, so a
+//     later leave erases the in-flight part: taking it back would instead
+//     decrement whatever a leave published meanwhile. Only the admission
+//     count, which leave keeps, is taken back. A phantom only raises the
+//     mirror, so it stays at or above the permits still to be released,
+//     which releaseFast's copied-permit guard relies on.
+//   - open but over the limit: the in-flight part is counted as a permit
+//     held, and enter may already have copied it into the Core. It is given
+//     back exactly as a canceled permit is (Release with Canceled): one add
+//     if the word is still open, the Core under mu if enter copied it.
+//
+// Phantoms are kept rare, not just harmless, because while one is pending
+// the word over-reports: a caller deciding on the word (fullFast, or the
+// Core after enter copies it) could be rejected for a permit nobody holds,
+// and Stats could count an admission that is then taken back. So the wide
+// path is used only while Limiter.wide is set, which asks for the word to be
+// open with at least margin permits free: a phantom then needs margin
+// callers between their read of wide and their add at once, or the word
+// closing in that instant (enter clears wide after closing it; a caller
+// that read wide just before adds to a closed word, the first case above).
+//
+// wide is a separate, read-mostly flag, not a bit of the word: reading the
+// word before adding to it is the second transaction the wide path saves.
+// It is cleared by enter, by an admission that leaves fewer than margin
+// permits free or a large unflushed count, and by any phantom; it is set by
+// leave, and by a release, when the word is open with 2×margin permits free
+// (the hysteresis keeps a workload near the threshold from writing it on
+// every call). A release sets it only after checking, once it is set, that
+// the word is still open: otherwise a release racing with enter could leave
+// wide set on a closed word for as long as the Core stays the truth.
+
+// defaultMargin is Limiter.margin: limits below 2×defaultMargin always take
+// the exact path.
+const defaultMargin = 64
+
+// reserve is the wide path's admission: one add, kept if the word allows.
+// It returns the permit's token (permits in flight, this one included).
+func (l *Limiter) reserve() (uint64, bool) {
+	n := l.hot.state.Add(1 + countOne)
+	w, limit := n&inFlightMask, n>>limitShift&limitMask
+	if n&slowBit != 0 || w > limit {
+		l.unreserve(n)
+		return 0, false
+	}
+	c := n >> countShift & countMask
+	if limit-w < l.margin || c >= flushAt+flushAt/2 {
+		l.setWide(false)
+	}
+	if c == flushAt {
+		l.flush()
+	}
+	return w, true
+}
+
+// unreserve gives back a phantom: an add that produced word n, closed or
+// over the limit (see above).
+func (l *Limiter) unreserve(n uint64) {
+	l.setWide(false)
+	l.hot.state.Add(^uint64(countOne - 1)) // -countOne: leave keeps the count
+	if n&slowBit == 0 {
+		(*releaser)(l).Release(n&inFlightMask, sluice.Canceled, 0)
+	}
+}
+
+// flush moves flushMove admissions from the word's count to
+// Limiter.flushed if the count has reached flushAt and no flush is under
+// way (pendingBit). It moves half of flushAt, not all of it: a pending
+// phantom's admission is in the count until taken back, and the count must
+// stay above what phantoms will take back.
+func (l *Limiter) flush() {
+	for {
+		s := l.hot.state.Load()
+		if s&pendingBit != 0 || s>>countShift&countMask < flushAt {
+			return
+		}
+		if l.hot.state.CompareAndSwap(s, s-flushMove*countOne|pendingBit) {
+			l.flushed.Add(flushMove)
+			l.hot.state.And(^uint64(pendingBit))
+			return
+		}
+	}
+}
+
+// widens reports whether word s lets the wide path reopen: open, 2×margin
+// permits free, and the count well below overflow.
+func (l *Limiter) widens(s uint64) bool {
+	return s&slowBit == 0 && s>>countShift&countMask < flushAt &&
+		s&inFlightMask+2*l.margin <= s>>limitShift&limitMask
+}
+
+// widen sets wide after a release if the word allows it, and clears it
+// again if the word closed meanwhile (see above).
+func (l *Limiter) widen(s uint64) {
+	if !l.widens(s) {
+		return
+	}
+	l.wide.Store(true)
+	if l.hot.state.Load()&slowBit != 0 {
+		l.wide.Store(false)
+	}
+}
+
+// setWide sets wide to v, writing only if it changes: every fast acquire
+// reads it, so its line should stay shared.
+func (l *Limiter) setWide(v bool) {
+	if l.wide.Load() != v {
+		l.wide.Store(v)
+	}
+}
