@@ -117,7 +117,11 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 		}
 	}
 	if l.wide.Load() {
-		if t, ok := l.reserve(); ok {
+		n := l.hot.state.Add(1 + countOne)
+		if l.keeps(n) {
+			return sluice.NewPermit((*releaser)(l), n&inFlightMask), nil
+		}
+		if t, ok := l.reserved(n); ok {
 			return sluice.NewPermit((*releaser)(l), t), nil
 		}
 	}
@@ -138,7 +142,11 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 // waits.
 func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 	if l.wide.Load() {
-		if t, ok := l.reserve(); ok {
+		n := l.hot.state.Add(1 + countOne)
+		if l.keeps(n) {
+			return sluice.NewPermit((*releaser)(l), n&inFlightMask), nil
+		}
+		if t, ok := l.reserved(n); ok {
 			return sluice.NewPermit((*releaser)(l), t), nil
 		}
 	}

@@ -4,7 +4,7 @@ import "github.com/sluicehq/sluice"
 
 // The wide fast path.
 //
-// Far from the limit, admission is one atomic add: reserve adds 1 to the
+// Far from the limit, admission is one atomic add: the acquirer adds 1 to the
 // in-flight count and 1 to the admission count of the state word without
 // reading it first, and keeps the permit if the word it produced is open
 // (slowBit clear) and within the limit. Under contention this is one
@@ -47,7 +47,9 @@ import "github.com/sluicehq/sluice"
 // word before adding to it is the second transaction the wide path saves.
 // It is cleared by enter, by an admission that leaves fewer than margin
 // permits free or a large unflushed count, and by any phantom; it is set by
-// leave, and by a release, when the word is open with 2×margin permits free
+// leave, and by one release in 64 (by the admission count, like the
+// latency sample: reading wide on every release costs), when the word is
+// open with 2×margin permits free
 // (the hysteresis keeps a workload near the threshold from writing it on
 // every call). A release sets it only after checking, once it is set, that
 // the word is still open: otherwise a release racing with enter could leave
@@ -57,10 +59,20 @@ import "github.com/sluicehq/sluice"
 // the exact path.
 const defaultMargin = 64
 
-// reserve is the wide path's admission: one add, kept if the word allows.
-// It returns the permit's token (permits in flight, this one included).
-func (l *Limiter) reserve() (uint64, bool) {
-	n := l.hot.state.Add(1 + countOne)
+// Acquire and TryAcquire make the wide path's admission inline: one add
+// of 1+countOne to the word, kept at once if keeps says so, and otherwise
+// handed to reserved.
+
+// keeps reports whether a reservation that produced word n is the common
+// case: open, margin permits still free, no flush due.
+func (l *Limiter) keeps(n uint64) bool {
+	return n&slowBit == 0 && n&inFlightMask+l.margin <= n>>limitShift&limitMask && n>>countShift&countMask < flushAt
+}
+
+// reserved finishes a reservation that produced word n outside the common
+// case (see keeps): it keeps the permit if n allows, turning the wide path off
+// near the limit and flushing a due count, and gives it back otherwise.
+func (l *Limiter) reserved(n uint64) (uint64, bool) {
 	w, limit := n&inFlightMask, n>>limitShift&limitMask
 	if n&slowBit != 0 || w > limit {
 		l.unreserve(n)
@@ -70,7 +82,7 @@ func (l *Limiter) reserve() (uint64, bool) {
 	if limit-w < l.margin || c >= flushAt+flushAt/2 {
 		l.setWide(false)
 	}
-	if c == flushAt {
+	if c >= flushAt {
 		l.flush()
 	}
 	return w, true

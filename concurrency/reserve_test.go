@@ -37,7 +37,8 @@ func TestLayout(t *testing.T) {
 }
 
 // The wide path turns off when fewer than margin permits are free and on
-// again only once 2×margin are.
+// again only once 2×margin are. Releases check in one admission in 64; the
+// limit here is a multiple of 64, so after it is reached every one does.
 func TestWideHysteresis(t *testing.T) {
 	const limit = 3 * defaultMargin
 	l := mustNew(t, Config{Limit: limit})
@@ -211,4 +212,51 @@ func mustAIMD(t *testing.T, limit int) *adaptive.AIMD {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestAdmissionCountWide is TestAdmissionCount on the wide path: far from
+// the limit every admission is one add, and flushes move half the count at
+// a time. Admitted must never go back and must be exact at the end.
+func TestAdmissionCountWide(t *testing.T) {
+	l := mustNew(t, Config{Limit: 1 << 20})
+	const per, workers = 3*flushAt + 17, 4
+	done := make(chan struct{})
+	var reader, wg sync.WaitGroup
+	reader.Go(func() {
+		var last uint64
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			s := l.Stats()
+			if s.Admitted < last {
+				t.Errorf("Admitted went back from %d to %d", last, s.Admitted)
+				return
+			}
+			last = s.Admitted
+		}
+	})
+	for range workers {
+		wg.Go(func() {
+			for range per {
+				p, err := l.Acquire(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				p.Release(sluice.Success, 1)
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	reader.Wait()
+	if !l.wide.Load() {
+		t.Error("the wide path is off: this test did not exercise it")
+	}
+	if s := l.Stats(); s.Admitted != per*workers || s.InFlight != 0 {
+		t.Errorf("Stats = %+v, want %d admitted", s, per*workers)
+	}
 }

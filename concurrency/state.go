@@ -101,8 +101,8 @@ func (l *Limiter) tryFast() (uint64, bool) {
 //
 // One release in 64 (by the admission count) also feeds its latency to the
 // service-time estimate that deadline-aware admission needs once a queue
-// forms. A release that leaves many permits free reopens the wide path if
-// it was off (see reserve.go).
+// forms, and, if the wide path is off, reopens it should the word allow it
+// (see reserve.go).
 func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	s := l.hot.state.Add(^uint64(0))
 	if s&inFlightMask == inFlightMask {
@@ -116,11 +116,13 @@ func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	if s&slowBit != 0 {
 		return false
 	}
-	if s>>countShift&63 == 0 && o != sluice.Canceled && latency > 0 {
-		l.sample(latency)
-	}
-	if !l.wide.Load() {
-		l.widen(s)
+	if s>>countShift&63 == 0 {
+		if o != sluice.Canceled && latency > 0 {
+			l.sample(latency)
+		}
+		if !l.wide.Load() {
+			l.widen(s)
+		}
 	}
 	return true
 }
@@ -145,6 +147,7 @@ func (l *Limiter) enter() {
 		if l.hot.state.CompareAndSwap(s, s|slowBit) {
 			l.setWide(false)
 			l.core.inFlight = int(s & inFlightMask)
+			l.inFlight.Store(int64(l.core.inFlight))
 			l.core.meanSvc = l.meanSvc.Load()
 			return
 		}
