@@ -24,9 +24,10 @@ import (
 // with an Algorithm, Success and Dropped drive the limit.
 //
 // The common case, a permit free and nobody queued, is one atomic add to
-// acquire (a CAS within 2×64 permits of the limit) and one to release,
-// allocation-free; a queued caller costs a mutex-held
-// decision and a pooled channel. One timer, armed for the queue's head,
+// acquire and one to release, allocation-free; close to the limit (from
+// fewer than 64 permits free until 128 are free again, and always with a
+// limit below 128) the acquire is a load and a CAS instead. A queued caller costs a mutex-held decision and
+// a pooled channel. One timer, armed for the queue's head,
 // enforces every wait bound.
 //
 // A Limiter is safe for concurrent use. Create it with New.
