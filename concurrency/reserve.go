@@ -76,10 +76,17 @@ const defaultMargin = 64
 // handed to reserved.
 
 // keeps reports whether a reservation that produced word n is the common
-// case: open, margin permits still free, no flush due.
+// case: open, margin permits still free, no flush due. The count is below
+// flushAt when its top bit (flushBit) is clear, so one mask tests both bits.
 func (l *Limiter) keeps(n uint64) bool {
-	return n&slowBit == 0 && n&inFlightMask+l.margin <= n>>limitShift&limitMask && n>>countShift&countMask < flushAt
+	return n&(slowBit|flushBit) == 0 && n&inFlightMask+l.margin <= n>>limitShift&limitMask
 }
+
+// flushBit is the count's top bit, set from flushAt admissions on.
+const flushBit = flushAt * countOne
+
+// The count field is two flushAt wide, so flushBit is its top bit.
+var _ = [1]struct{}{}[countMask+1-2*flushAt]
 
 // reserved finishes a reservation that produced word n outside the common
 // case (see keeps): it keeps the permit if n allows, turning the wide path off
