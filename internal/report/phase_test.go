@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/sim"
+	"gonum.org/v1/plot/plotter"
 )
 
 // A scenario whose origin slows down halfway reports each phase with its
@@ -67,5 +68,34 @@ func TestPhasesSplitAtOriginChanges(t *testing.T) {
 	}
 	if ph := FromSim(sc, res, 0).Policies[0].Phases; ph != nil {
 		t.Errorf("an origin that never changes has phases %+v", ph)
+	}
+}
+
+func TestNiceLogBounds(t *testing.T) {
+	for _, c := range []struct{ v, below, above float64 }{
+		{1000.4, 1000, 2000}, {2400, 2000, 5000}, {7, 5, 10}, {0.03, 0.02, 0.05}, {1, 1, 1}, {5000, 5000, 5000},
+	} {
+		if b, a := niceBelow(c.v), niceAbove(c.v); math.Abs(b-c.below) > 1e-9*c.below || math.Abs(a-c.above) > 1e-9*c.above {
+			t.Errorf("%v: below %v above %v, want %v and %v", c.v, b, a, c.below, c.above)
+		}
+	}
+}
+
+// A goodput series of whole-number counts that alternates around a level
+// is drawn as that level once averaged; a run short enough is not averaged.
+func TestGoodputSmoothing(t *testing.T) {
+	r := &Report{DurationS: 240, IntervalS: 1}
+	if k := smoothing(r); k != 4 {
+		t.Fatalf("smoothing over 240 s of 1 s points = %d intervals, want 4", k)
+	}
+	seg := plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: 5}, {X: 3, Y: 2}, {X: 4, Y: 4}, {X: 5, Y: 1}, {X: 6, Y: 5}}
+	got := movingAverage([]plotter.XYs{seg}, 4)[0]
+	for i, want := range []float64{1, 3, 8.0 / 3, 3, 3, 3} {
+		if math.Abs(got[i].Y-want) > 1e-9 || got[i].X != seg[i].X {
+			t.Errorf("point %d: %v, want (%v, %v)", i, got[i], seg[i].X, want)
+		}
+	}
+	if k := smoothing(&Report{DurationS: 10, IntervalS: 1}); k != 1 {
+		t.Errorf("a 10-point run is averaged over %d points, want 1 (raw)", k)
 	}
 }

@@ -124,18 +124,56 @@ func lineStyle(c color.Color, dashes []vg.Length) *plotter.Line {
 
 func goodputPanel(r *Report) *plot.Plot {
 	p := plot.New()
+	k := smoothing(r)
 	p.Title.Text = fmt.Sprintf("%s: goodput (successes within the client timeout)", r.Scenario)
+	if k > 1 {
+		p.Title.Text += fmt.Sprintf(", %s moving average", fmtSeconds(float64(k)*r.IntervalS))
+	}
 	p.Y.Min = 0
 	p.Y.Label.Text = "requests/s"
 	if len(r.Policies) > 0 {
 		offered := series(r.Policies[0].Series, func(pt Point) (float64, bool) { return pt.OfferedRPS, true })
-		addLines(p, offered, grey, dashed)
+		addLines(p, movingAverage(offered, k), grey, dashed)
 	}
 	for i, pol := range r.Policies {
 		s := series(pol.Series, func(pt Point) (float64, bool) { return pt.GoodputRPS, true })
-		addLines(p, s, policyColor(i), nil)
+		addLines(p, movingAverage(s, k), policyColor(i), nil)
 	}
 	return p
+}
+
+// smoothing is how many intervals the goodput panel averages over: about a
+// fiftieth of the run. Per-interval counts of slow requests jump between
+// whole numbers (with 2 s of work, 1 s intervals see 1, 5, 2, 4 successes),
+// which draws a band of zigzags that hides the level; the table and the JSON
+// keep the raw series.
+func smoothing(r *Report) int {
+	if r.IntervalS <= 0 {
+		return 1
+	}
+	return max(1, int(r.DurationS/r.IntervalS/50))
+}
+
+// movingAverage replaces each point of every segment by the mean of it and
+// the k-1 points before it in the same segment.
+func movingAverage(segs []plotter.XYs, k int) []plotter.XYs {
+	if k <= 1 {
+		return segs
+	}
+	out := make([]plotter.XYs, len(segs))
+	for i, seg := range segs {
+		avg := make(plotter.XYs, len(seg))
+		sum := 0.0
+		for j, pt := range seg {
+			sum += pt.Y
+			if j >= k {
+				sum -= seg[j-k].Y
+			}
+			avg[j] = plotter.XY{X: pt.X, Y: sum / float64(min(j+1, k))}
+		}
+		out[i] = avg
+	}
+	return out
 }
 
 func latencyPanel(r *Report) *plot.Plot {
@@ -162,7 +200,39 @@ func latencyPanel(r *Report) *plot.Plot {
 		p.Title.Text += ": no successes"
 		p.Y.Min, p.Y.Max = 1, 1000
 	}
+	// Widen the axis out to labelled ticks (1, 2, 5 × 10^n), so that even a
+	// narrow range such as 1.0-2.4 s reads 1000 at the bottom and 5000 at
+	// the top, not one lonely label.
+	p.Y.Min, p.Y.Max = niceBelow(p.Y.Min), niceAbove(p.Y.Max)
 	return p
+}
+
+// niceBelow returns the largest of 1, 2, 5 × 10^n at most v (v > 0).
+func niceBelow(v float64) float64 {
+	if !(v > 0) {
+		return v
+	}
+	pow := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{5, 2, 1} {
+		if m*pow <= v {
+			return m * pow
+		}
+	}
+	return pow
+}
+
+// niceAbove returns the smallest of 1, 2, 5 × 10^n at least v (v > 0).
+func niceAbove(v float64) float64 {
+	if !(v > 0) {
+		return v
+	}
+	pow := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*pow >= v {
+			return m * pow
+		}
+	}
+	return 10 * pow
 }
 
 func limitPanel(r *Report) *plot.Plot {
