@@ -62,7 +62,7 @@ func parse(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&o.addr, "addr", ":8080", "address to listen on (ignored with -demo, which uses loopback)")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on; loopback by default, give :8080 to serve other hosts (ignored with -demo)")
 	fs.Float64Var(&o.rate, "rate", 20, "requests per second each client IP may send")
 	fs.IntVar(&o.burst, "burst", 20, "requests a client IP may send at once after a pause")
 	fs.IntVar(&o.workers, "workers", 4, "requests the backend works on at once")
