@@ -3,7 +3,7 @@
 // concurrency limit (503 when the server is at capacity), in front of a
 // backend with a fixed number of workers.
 //
-//	go run ./examples/server                  # serve on :8080 until interrupted
+//	go run ./examples/server                  # serve on 127.0.0.1:8080 until interrupted
 //	go run ./examples/server -demo            # serve on loopback, load it for 3 s, print a summary, exit
 //
 // In demo mode one greedy client sends ten times its share while a crowd of
