@@ -57,11 +57,14 @@ type Gradient2Config struct {
 //   - recovering: after a long overload long can be far above short; when
 //     long > 2 × short it decays by 5% per round trip instead of waiting
 //     for the average, so the limit is not held low by history;
-//   - the service slowed: a round trip run within the concurrency long is
-//     known to hold at, yet beyond Tolerance × long, cannot be this
-//     limit's queue; long takes its mean at once, instead of over
-//     LongWindow samples (minutes, at a few requests per second, during
-//     which the limit would shrink for nothing);
+//   - the service slowed: the successes that started at or below the
+//     concurrency long is known to hold at (seenAt, below) cannot carry
+//     this limit's queue; when their mean is beyond Tolerance × long in
+//     consecutive round trips, over at least 32 of them, long takes their
+//     mean at once instead of over LongWindow samples (minutes, at a few
+//     requests per second, during which the limit would shrink for
+//     nothing). Any round trip in which they are within tolerance starts
+//     the count again;
 //   - not in use (in flight never reached half the limit during the round
 //     trip): the limit does not move;
 //   - a round trip with a Dropped sample (or a Success slower than
@@ -76,26 +79,49 @@ type Gradient2Config struct {
 // requests vary widely in cost: a minimum would be the cheapest request's
 // latency and shed the rest.
 //
-// Two guards against unbounded growth, which Netflix's version shows under
-// modest overload (Netflix/concurrency-limits PR #134):
+// Guards against unbounded growth, which Netflix's version shows under
+// modest overload (Netflix/concurrency-limits PR #134: long follows the
+// queueing latency up, the gradient returns to 1 and the QueueSize term
+// grows the limit):
 //
 //   - the QueueSize term is added only when the gradient is 1, so a
 //     gradient of 0.8 shrinks the limit instead of settling at
 //     QueueSize/(1 − 0.8) above what the service can take;
-//   - long learns only from samples that started with no more requests in
-//     flight than the concurrency at which long is known to hold (that of
-//     its first samples, raised by every round trip whose mean latency is
-//     within long), or that are no slower than long. Under
-//     sustained overload every sample carries the queue this limit let in;
-//     if long learned from them it would rise with the queue, the gradient
-//     would return to 1 and the limit would grow to MaxLimit. When the
-//     service itself slows, the limit first falls, samples at comparable
-//     concurrency arrive, and long follows them: the cost is a dip of the
-//     limit while long catches up.
+//   - long learns only from samples that started with at most seenAt in
+//     flight: the concurrency at which long is known to hold. Under
+//     sustained overload every other sample carries the queue this limit
+//     let in. Learning from the faster ones alone would not do either:
+//     they are the service's fast tail, so long would sink below the
+//     true mean and read the service's ordinary latency as a queue;
+//   - seenAt starts as the highest in flight of long's first samples and
+//     rises to the mean in flight of a round trip whose mean latency is
+//     within long, but never above limit / Tolerance. The mean, because
+//     the round trip's maximum is a burst that lasted an instant. The
+//     cap is Little's law: saturated, latency grows in proportion to in
+//     flight, and the limit settles where it is Tolerance × long, so long
+//     holds at limit / Tolerance and not above. Without the cap, a noisy
+//     round trip at a queued concurrency that happened to come in under
+//     long raised seenAt past the origin's workers, long learned the
+//     queue, the limit grew with it, and the next noisy round trip raised
+//     seenAt again;
+//   - a slowdown is read only from pooled evidence (32 successes at most
+//     seenAt in flight, as above). A single round trip of a noisy service
+//     is beyond 1.5 × its mean now and then, and taking it as the new
+//     long at once is a ratchet: long jumps up, more round trips come in
+//     under it, seenAt rises, and the queue becomes the baseline. With a
+//     lognormal service (mean 20 ms, σ = 0.6) behind 10 workers, that
+//     held 60 requests in flight and a p50 of 117 ms under overload;
+//     pooled, 19 and 36 ms at the same goodput.
+//
+// When the service itself slows while saturated, the limit first falls
+// (the gradient is below 1), samples at seenAt or below arrive, and long
+// takes their mean: the cost is a dip of the limit while the evidence
+// gathers.
 //
 // In the steady state of an overloaded service the latency settles near
-// Tolerance × the unloaded latency: Gradient2 trades that much queueing for
-// never running the service below capacity.
+// Tolerance × long, long being the latency at seenAt in flight (a little
+// above the unloaded latency where arrivals are bursty): Gradient2 trades
+// that much queueing for never running the service below capacity.
 //
 // A Gradient2 is not safe for concurrent use (see Algorithm).
 type Gradient2 struct {
@@ -109,8 +135,28 @@ type Gradient2 struct {
 
 	long   ewma
 	rt     roundTrip
-	seenAt int // highest in-flight at which long is known to hold
+	seenAt int // in flight at which long is known to hold (see the type's doc)
+
+	rtInFlight float64  // sum of InFlight over the round trip's successes
+	known      evidence // the round trip's successes that started at <= seenAt
+	slow       evidence // known evidence beyond tolerance, pooled over round trips
 }
+
+// evidence is a count of latencies and their sum (ns).
+type evidence struct {
+	n   int
+	sum float64
+}
+
+func (e *evidence) add(n int, sum float64) { e.n += n; e.sum += sum }
+func (e evidence) mean() float64           { return e.sum / float64(e.n) }
+
+// slowEvidence is how many successes at known load must be beyond tolerance,
+// in consecutive round trips, before long takes their mean: enough that
+// their mean is not the tail of a noisy service: with exponential service
+// times (a coefficient of variation of 1) the mean of 32 passes 1.5 × the
+// true mean about once in 170, and a single round trip of a dozen often.
+const slowEvidence = 32
 
 // NewGradient2 returns a Gradient2 limit, or an error naming the invalid
 // field.
@@ -148,6 +194,12 @@ func NewGradient2(cfg Gradient2Config) (*Gradient2, error) {
 	}, nil
 }
 
+// next opens the following round trip.
+func (g *Gradient2) next(now time.Time) {
+	g.rt.next(now)
+	g.rtInFlight, g.known = 0, evidence{}
+}
+
 // Limit returns the current limit.
 func (g *Gradient2) Limit() int { return int(g.limit) }
 
@@ -163,33 +215,45 @@ func (g *Gradient2) Observe(now time.Time, s Sample) int {
 	}
 	if s.Outcome != sluice.Dropped && s.Latency > 0 {
 		// long learns from samples at concurrency where it is known to
-		// hold, or that are no slower than it (see the type's doc).
+		// hold (see the type's doc).
 		r := float64(s.Latency)
+		g.rtInFlight += float64(s.InFlight)
 		switch {
 		case !g.long.warm():
 			g.long.add(r) // warming up: all there is
 			g.seenAt = max(g.seenAt, s.InFlight)
-		case s.InFlight <= g.seenAt || r <= g.long.value:
+		case s.InFlight <= g.seenAt:
+			g.known.add(1, r)
 			g.long.add(r)
 		}
 	}
 	if !g.rt.add(now, s) {
 		return int(g.limit)
 	}
-	defer g.rt.next(now)
+	defer g.next(now)
 	short := g.rt.mean()
 	if short > 0 && short <= g.long.value {
-		g.seenAt = max(g.seenAt, g.rt.maxInFlight) // long holds up to here
+		// long holds at this round trip's typical load (its mean in
+		// flight: the maximum is a burst that lasted an instant), but
+		// not above limit / Tolerance (Little's law, see the type's doc).
+		g.seenAt = max(g.seenAt, int(min(g.rtInFlight/float64(g.rt.n), g.limit/g.tolerance)))
 	}
 	switch {
-	case short == 0:
-	case short > g.tolerance*g.long.value && g.rt.maxInFlight <= g.seenAt && g.long.warm():
-		// Beyond tolerance at a load long held at: the service itself
-		// slowed, this limit queued nothing. Take the new latency as the
-		// baseline now rather than over LongWindow samples, which at a few
-		// requests per second is minutes of shedding.
-		g.long.value = short
-	case g.long.value > 2*short:
+	case g.known.n > 0 && g.known.mean() <= g.tolerance*g.long.value:
+		g.slow = evidence{} // known load, known latency: nothing changed
+	case g.known.n > 0:
+		g.slow.add(g.known.n, g.known.sum)
+	}
+	switch {
+	case g.slow.n >= slowEvidence:
+		// Beyond tolerance at a load long held at, consistently: the
+		// service itself slowed, this limit queued nothing. Take the new
+		// latency as the baseline now rather than over LongWindow
+		// samples, which at a few requests per second is minutes of
+		// shedding.
+		g.long.value = g.slow.mean()
+		g.slow = evidence{}
+	case short > 0 && g.long.value > 2*short:
 		g.long.value *= 0.95 // latency fell back: let go of the overload
 	}
 	var next float64
