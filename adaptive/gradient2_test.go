@@ -72,3 +72,63 @@ func TestGradient2Timeout(t *testing.T) {
 		{25 * ms, ok(16*ms, 20), 18}, // over it: 20.8 × 0.8 + 10.4 × 0.2 = 18.72
 	})
 }
+
+// One slow round trip of a noisy service is not a slowdown: long moves
+// only once 32 successes at known load, in consecutive round trips, are
+// beyond tolerance, and then takes their mean.
+func TestGradient2SlowdownNeedsPooledEvidence(t *testing.T) {
+	const ms = time.Millisecond
+	g, err := NewGradient2(Gradient2Config{InitialLimit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Duration(0)
+	feed := func(n int, lat time.Duration) {
+		for range n {
+			g.Observe(epoch.Add(at), ok(lat, 10))
+			at += ms
+		}
+	}
+	feed(30, 10*ms) // long = 10ms, known to hold at 10 in flight
+	for _, c := range []struct {
+		n         int
+		lat       time.Duration
+		atLeast   time.Duration
+		atMost    time.Duration
+		rationale string
+	}{
+		{20, 20 * ms, 10 * ms, 12 * ms, "one or two slow round trips: long only averages them in"},
+		{30, 10 * ms, 10 * ms, 12 * ms, "back within tolerance: the count starts again"},
+		{20, 20 * ms, 10 * ms, 13 * ms, "20 more are still fewer than 32"},
+		{60, 20 * ms, 19 * ms, 21 * ms, "32 in consecutive round trips: long takes their mean"},
+	} {
+		feed(c.n, c.lat)
+		if got := g.LongLatency(); got < c.atLeast || got > c.atMost {
+			t.Fatalf("after %d samples of %v: long %v, want within [%v, %v] (%s)", c.n, c.lat, got, c.atLeast, c.atMost, c.rationale)
+		}
+	}
+}
+
+// The concurrency at which long is known to hold rises with round trips
+// that come in under long, but not past limit / Tolerance: saturated, that
+// is where latency is long (Little's law). A lucky round trip at a queued
+// concurrency must not make its queue known load.
+func TestGradient2KnownLoadCappedByLimit(t *testing.T) {
+	const ms = time.Millisecond
+	g, err := NewGradient2(Gradient2Config{InitialLimit: 30, MaxLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Duration(0)
+	for range 10 { // warm-up at 5 in flight
+		g.Observe(epoch.Add(at), ok(10*ms, 5))
+		at += ms
+	}
+	for range 200 { // within long at 60 in flight
+		g.Observe(epoch.Add(at), ok(9*ms, 60))
+		at += ms
+	}
+	if most := int(float64(g.Limit()) / 1.5); g.seenAt > most || g.seenAt <= 5 {
+		t.Fatalf("known load %d with limit %d, want within (5, %d]", g.seenAt, g.Limit(), most)
+	}
+}
