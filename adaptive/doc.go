@@ -49,11 +49,15 @@
 //     averages, not a minimum, so the cheap requests do not set the bar.
 //     It lets latency reach Tolerance × its long-term average (1.5× by
 //     default) before it pushes back: under sustained overload it holds
-//     about 1.5 × capacity in flight: more queueing, but in the steady state
-//     it does not run the service below capacity (seed 000 at 600 rps:
-//     100% of capacity, p99 135 ms). Where the client's deadline is within
-//     1.5 × the service time (seed 003: 2.5 s on 2 s) that queue times
-//     requests out: 85% of capacity there, 76–79% with Poisson arrivals.
+//     about 1.5–2.5 × the service's concurrency in flight: some queueing,
+//     but it does not run the service below capacity (seed 000 at 600 rps:
+//     100% of capacity, p99 85 ms; the overload sweeps: 99–100%, p50 15 ms
+//     on 10 ms work). Its long-term average learns a slowdown only from
+//     pooled evidence at a load where it is known to hold, so noise and the
+//     queue it lets in do not ratchet it up (the drift of Netflix PR #134).
+//     Where the client's deadline is within 1.5 × the service time (seed
+//     003: 2.5 s on 2 s) its queue times requests out: about 72–85% of
+//     capacity there.
 //   - [AIMD] when only failures can be trusted (latency says little, or
 //     the limiter sits at a client or proxy that sees errors and timeouts,
 //     as in seed 003: +1 per second, back to 75% on an error). It needs no
