@@ -110,11 +110,14 @@ func (e *engine) schedule(at int64, k evKind, id int32, gen uint32) {
 
 // wake asks for the policy's wake method to be called at at (or earlier).
 func (e *engine) wake(at int64) {
+	// Not before now: run clears wakePending when the event with time
+	// wakeAt fires, and an event is never scheduled in the past.
+	at = max(at, e.now)
 	if e.wakePending && e.wakeAt <= at {
 		return
 	}
 	e.wakePending, e.wakeAt = true, at
-	e.schedule(max(at, e.now), evWake, 0, 0)
+	e.schedule(at, evWake, 0, 0)
 }
 
 // scheduleChange schedules the next origin change, if any. Changes and
@@ -364,7 +367,8 @@ func (e *engine) fail(id int32, r *request) {
 		nr.clientOK = true // holds the client worker through the backoff
 		var wait int64
 		if rt.Backoff > 0 {
-			wait = int64(e.rngRetry.Float64() * float64(rt.Backoff) * float64(uint64(1)<<min(r.attempt, 30)))
+			// Capped so that a long backoff's 2^30 cannot overflow the clock.
+			wait = int64(min(e.rngRetry.Float64()*float64(rt.Backoff)*float64(uint64(1)<<min(r.attempt, 30)), maxNanos))
 		}
 		e.schedule(e.now+wait, evRetry, nid, nr.gen)
 	} else {

@@ -65,7 +65,14 @@ func newTickerPolicy(e *engine, p *Policy) *tickerPolicy {
 	return &tickerPolicy{e: e, every: 1e9 / p.Rate, burst: b, tokens: b, maxWait: int64(p.MaxWait), bound: p.Queue, rate: p.Rate}
 }
 
-func (t *tickerPolicy) tickAt(k int64) int64 { return int64(float64(k) * t.every) }
+// tickAt is the time of tick k, or never for a tick past the int64 clock
+// (a rate so low that it never ticks within any run).
+func (t *tickerPolicy) tickAt(k int64) int64 {
+	if at := float64(k) * t.every; at < maxNanos {
+		return int64(at)
+	}
+	return never
+}
 
 // advance applies the ticks up to now: each gives its token to the oldest
 // waiter, or to the buffer if it has room (a full channel drops the tick).
