@@ -36,6 +36,9 @@ func (s *Scenario) Validate() error {
 	if s.Duration <= 0 {
 		return bad("duration", "must be > 0, got %v", s.Duration)
 	}
+	if s.Duration > maxDuration {
+		return bad("duration", "must be at most %v, got %v", maxDuration, s.Duration)
+	}
 	if s.Interval < 0 {
 		return bad("interval", "must be >= 0 (0: 1s), got %v", s.Interval)
 	}
@@ -59,7 +62,7 @@ func (s *Scenario) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return s.checkSize()
 }
 
 func (o *Origin) validate() error {
@@ -69,8 +72,8 @@ func (o *Origin) validate() error {
 	if o.Queue < Unbounded {
 		return bad("origin.queue", "must be >= 0, or -1 for unbounded, got %d", o.Queue)
 	}
-	if o.Timeout < 0 {
-		return bad("origin.timeout", "must be >= 0, got %v", o.Timeout)
+	if err := checkDuration("origin.timeout", o.Timeout); err != nil {
+		return err
 	}
 	if err := o.Service.validate("origin.service"); err != nil {
 		return err
@@ -110,6 +113,9 @@ func (d *Dist) validate(f string) error {
 	if d.Mean <= 0 {
 		return bad(f+".mean", "must be > 0, got %v", d.Mean)
 	}
+	if d.Mean > maxDuration {
+		return bad(f+".mean", "must be at most %v, got %v", maxDuration, d.Mean)
+	}
 	if d.Sigma < 0 || math.IsNaN(d.Sigma) || d.Sigma > 10 {
 		return bad(f+".sigma", "must be in [0, 10] (0: 1), got %v", d.Sigma)
 	}
@@ -117,8 +123,8 @@ func (d *Dist) validate(f string) error {
 		return bad(f+".sigma", "applies only to lognormal")
 	}
 	if d.Kind == Bimodal {
-		if d.Tail <= 0 {
-			return bad(f+".tail", "must be > 0 for bimodal, got %v", d.Tail)
+		if d.Tail <= 0 || d.Tail > maxDuration {
+			return bad(f+".tail", "must be in (0, %v] for bimodal, got %v", maxDuration, d.Tail)
 		}
 		if !(d.TailFraction >= 0 && d.TailFraction <= 1) {
 			return bad(f+".tail_fraction", "must be in [0, 1], got %v", d.TailFraction)
@@ -168,6 +174,9 @@ func (l *Load) validate() error {
 		if b.Count > 1 && b.Every <= 0 {
 			return bad("load.bursts.every", "must be > 0 with more than one burst, got %v", b.Every)
 		}
+		if err := checkDuration("load.bursts.every", b.Every); err != nil {
+			return err
+		}
 		if b.At < 0 {
 			return bad("load.bursts.at", "must be >= 0, got %v", b.At)
 		}
@@ -177,8 +186,8 @@ func (l *Load) validate() error {
 	if l.Rate == 0 && b.Size == 0 && len(l.Steps) == 0 {
 		return bad("load.rate", "no load: set rate, steps or bursts")
 	}
-	if l.Timeout < 0 {
-		return bad("load.timeout", "must be >= 0 (0: no deadline), got %v", l.Timeout)
+	if err := checkDuration("load.timeout", l.Timeout); err != nil {
+		return err
 	}
 	if l.ClientWorkers < 0 {
 		return bad("load.client_workers", "must be >= 0 (0: no cap), got %d", l.ClientWorkers)
@@ -190,8 +199,8 @@ func (l *Load) validate() error {
 	if r.Budget < 0 || math.IsNaN(r.Budget) || r.Budget > 100 {
 		return bad("load.retries.budget", "must be in [0, 100] retries per request, got %v", r.Budget)
 	}
-	if r.Backoff < 0 {
-		return bad("load.retries.backoff", "must be >= 0, got %v", r.Backoff)
+	if err := checkDuration("load.retries.backoff", r.Backoff); err != nil {
+		return err
 	}
 	return nil
 }
@@ -259,8 +268,8 @@ func (p *Policy) validate(f string) error {
 	if p.Queue < Unbounded {
 		return bad(f+".queue", "must be >= 0, or -1 for unbounded, got %d", p.Queue)
 	}
-	if p.MaxWait < 0 {
-		return bad(f+".max_wait", "must be >= 0, got %v", p.MaxWait)
+	if err := checkDuration(f+".max_wait", p.MaxWait); err != nil {
+		return err
 	}
 	if p.Kind == None && (p.Queue != 0 || p.MaxWait != 0) {
 		return bad(f+".queue", "queue and max_wait do not apply to none")
@@ -274,8 +283,11 @@ func (p *Policy) validate(f string) error {
 	if !queueing && p.Discipline != concurrency.FIFO {
 		return bad(f+".discipline", "applies only to concurrency and adaptive")
 	}
-	if p.CoDelTarget < 0 || p.CoDelInterval < 0 {
-		return bad(f+".codel_target", "codel_target and codel_interval must be >= 0")
+	if err := checkDuration(f+".codel_target", p.CoDelTarget); err != nil {
+		return err
+	}
+	if err := checkDuration(f+".codel_interval", p.CoDelInterval); err != nil {
+		return err
 	}
 	if (p.CoDelTarget != 0 || p.CoDelInterval != 0) && p.Discipline != concurrency.CoDel && p.Discipline != concurrency.AdaptiveLIFO {
 		return bad(f+".codel_target", "applies only to the codel and adaptive_lifo disciplines")

@@ -94,6 +94,19 @@ func TestValidate(t *testing.T) {
 		{"policies[0].codel_target", func(s *Scenario) {
 			s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, CoDelTarget: time.Second}
 		}},
+		// The size of the run, and times whose sums would overflow.
+		{"duration", func(s *Scenario) { s.Duration = maxDuration + 1 }},
+		{"interval", func(s *Scenario) { s.Interval = time.Microsecond }},
+		{"duration", func(s *Scenario) { s.Duration, s.Load.Rate = time.Hour, 1e4 }},
+		{"duration", func(s *Scenario) { s.Load.Retries.Max, s.Load.Rate = 100, 1e4 }},
+		{"duration", func(s *Scenario) { s.Load.Bursts = Bursts{Size: 1e7, Count: 2, Every: time.Second} }},
+		{"policies", func(s *Scenario) {
+			s.Load.Rate = 9e5
+			s.Policies = []Policy{{Kind: None}, {Kind: None}, {Kind: None}, {Kind: None}, {Kind: None}, {Kind: None}}
+		}},
+		{"origin.timeout", func(s *Scenario) { s.Origin.Timeout = maxDuration + 1 }},
+		{"load.retries.backoff", func(s *Scenario) { s.Load.Retries.Backoff = maxDuration + 1 }},
+		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, MaxWait: maxDuration + 1} }},
 	}
 	for _, tt := range tests {
 		s := validScenario()
