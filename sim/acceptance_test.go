@@ -65,20 +65,22 @@ var seed003Adaptive = Policy{
 	AIMD: adaptive.AIMDConfig{Interval: 3 * time.Second, Backoff: 0.9},
 }
 
-// window averages goodput over the points with T in (from, to].
-func window(ps []Point, from, to time.Duration) float64 {
+// mean averages f over the points with T in (from, to], 0 if there are none.
+func mean(ps []Point, from, to time.Duration, f func(Point) float64) float64 {
 	var sum float64
 	n := 0
 	for _, p := range ps {
 		if p.T > from && p.T <= to {
-			sum += p.Goodput
+			sum += f(p)
 			n++
 		}
 	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
+	return sum / float64(max(n, 1))
+}
+
+// window averages goodput over the points with T in (from, to].
+func window(ps []Point, from, to time.Duration) float64 {
+	return mean(ps, from, to, func(p Point) float64 { return p.Goodput })
 }
 
 // converged returns the first time t >= from at which goodput averaged over
@@ -149,11 +151,11 @@ func TestAcceptanceSeed003Recovery(t *testing.T) {
 	const end = 180 * time.Second
 	target := 0.95 * min(5, 7.0)
 	tc, ok := converged(p.Series, end, end+30*time.Second, target)
-	g := window(p.Series, tc, tc+30*time.Second)
-	t.Logf("adaptive: recovered at t = %v (%v after the slowdown ended); goodput over the next 30 s %.2f rps", tc, tc-end, g)
 	if !ok {
 		t.Fatalf("adaptive: goodput did not return to %.2f rps (10 s average) within 30 s of the slowdown's end", target)
 	}
+	g := window(p.Series, tc, tc+30*time.Second)
+	t.Logf("adaptive: recovered at t = %v (%v after the slowdown ended); goodput over the next 30 s %.2f rps", tc, tc-end, g)
 	if g < target {
 		t.Errorf("adaptive: goodput %.2f rps after recovery, want >= %.2f", g, target)
 	}
@@ -193,15 +195,7 @@ func TestAcceptanceSeed003PoissonArrivals(t *testing.T) {
 
 // offered averages the offered load over the points with T in (from, to].
 func offered(ps []Point, from, to time.Duration) float64 {
-	var sum float64
-	n := 0
-	for _, p := range ps {
-		if p.T > from && p.T <= to {
-			sum += p.Offered
-			n++
-		}
-	}
-	return sum / float64(max(n, 1))
+	return mean(ps, from, to, func(p Point) float64 { return p.Offered })
 }
 
 // overload is §15's sweep point: 16 workers, exponential service with mean
