@@ -185,9 +185,9 @@ func TestDistributions(t *testing.T) {
 			busy += float64(pt.OriginBusy)
 		}
 		busy /= float64(len(p.Series))
-		mean := busy / p.Summary.Throughput
-		if !within(mean, 0.010, 0.1) {
-			t.Errorf("%s: mean service %.4f s by Little's law, want 0.010", d.Kind, mean)
+		svc := busy / p.Summary.Throughput
+		if !within(svc, 0.010, 0.1) {
+			t.Errorf("%s: mean service %.4f s by Little's law, want 0.010", d.Kind, svc)
 		}
 	}
 }

@@ -51,10 +51,16 @@ func (p *Policy) algorithm() AlgorithmKind {
 	return p.Algorithm
 }
 
-// override replaces a config's limit field by the policy's, when set.
-func override(cfg *int, v int) {
-	if v != 0 {
-		*cfg = v
+// overrideLimits replaces an algorithm config's limits by the policy's
+// Limit, MinLimit and MaxLimit, where those are set.
+func (p *Policy) overrideLimits(initial, minL, maxL *int) {
+	for _, o := range []struct {
+		cfg *int
+		v   int
+	}{{initial, p.Limit}, {minL, p.MinLimit}, {maxL, p.MaxLimit}} {
+		if o.v != 0 {
+			*o.cfg = o.v
+		}
 	}
 }
 
@@ -62,21 +68,15 @@ func newAlgorithm(p *Policy) (adaptive.Algorithm, error) {
 	switch p.algorithm() {
 	case AIMD:
 		c := p.AIMD
-		override(&c.InitialLimit, p.Limit)
-		override(&c.MinLimit, p.MinLimit)
-		override(&c.MaxLimit, p.MaxLimit)
+		p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
 		return adaptive.NewAIMD(c)
 	case Vegas:
 		c := p.Vegas
-		override(&c.InitialLimit, p.Limit)
-		override(&c.MinLimit, p.MinLimit)
-		override(&c.MaxLimit, p.MaxLimit)
+		p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
 		return adaptive.NewVegas(c)
 	}
 	c := p.Gradient2
-	override(&c.InitialLimit, p.Limit)
-	override(&c.MinLimit, p.MinLimit)
-	override(&c.MaxLimit, p.MaxLimit)
+	p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
 	return adaptive.NewGradient2(c)
 }
 
