@@ -6,7 +6,7 @@
 // A Scenario describes three things:
 //
 //   - an Origin: N workers, a service-time distribution (constant,
-//     exponential, lognormal, bimodal), a FIFO queue of bounded length, and
+//     exponential, lognormal, bimodal), a FIFO queue (bounded or not), and
 //     Changes at given times (a slowdown, workers lost);
 //   - a Load: open-loop arrivals (constant or Poisson; steps, ramps, bursts),
 //     a client deadline, a cap on outstanding requests, retries under a
@@ -21,6 +21,9 @@
 // the client deadline per second, the headline), throughput, rejects by
 // reason, latency percentiles from HdrHistogram, and the limit and in-flight
 // count over time. The same scenario and seed give the same result.
+// Validate (which Run calls) names the field at fault, and refuses a run
+// too large to finish in seconds: more than 100,000 points or 10 million
+// requests per policy.
 //
 // The model follows seed 003's setup, client → limiter → origin. The limiter
 // admits, queues or rejects each request; an admitted request goes to the

@@ -99,3 +99,24 @@ func ExampleRunPolicy() {
 	// token-bucket: 10 successes/s, 200 rejected for rate
 	// true
 }
+
+// A tenth of the requests take the slow path (bimodal service: 10 ms, or
+// 200 ms with probability 0.1): SucceededWithin counts the fast ones.
+func ExamplePolicyResult_SucceededWithin() {
+	s := sim.Scenario{
+		Seed: 1, Duration: 10 * time.Second,
+		Origin: sim.Origin{Workers: 100, Service: sim.Dist{Kind: sim.Bimodal, Mean: 10 * time.Millisecond,
+			Tail: 200 * time.Millisecond, TailFraction: 0.1}},
+		Load:     sim.Load{Rate: 100},
+		Policies: []sim.Policy{{Kind: sim.None}},
+	}
+	res, err := sim.Run(s)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p := &res.Policies[0]
+	fmt.Printf("%d of %d within 50 ms\n", p.SucceededWithin(50*time.Millisecond), p.Summary.Successes)
+	// Output:
+	// 909 of 999 within 50 ms
+}
