@@ -13,6 +13,11 @@ import (
 // returns; the message names the field at fault.
 var ErrInvalidConfig = configerr.New("adaptive: invalid config")
 
+// maxLimit bounds InitialLimit, MinLimit and MaxLimit: a limit is kept as a
+// float64 and returned as an int, and past 2^63 that conversion wraps to a
+// negative limit. 2^31 − 1 is far past any concurrency a process runs.
+const maxLimit = math.MaxInt32
+
 // Defaults shared by the three algorithms. MinLimit is 1, not Netflix's 20:
 // a floor of 20 defeats the limit of any service whose capacity is below 20
 // in-flight requests (seed 003's origin has 7 workers).
@@ -37,8 +42,8 @@ func resolveBounds(typ string, initial, minL, maxL int) (float64, bounds, error)
 		name string
 		v    int
 	}{{"InitialLimit", initial}, {"MinLimit", minL}, {"MaxLimit", maxL}} {
-		if f.v < 0 {
-			return 0, b, invalid(typ, f.name, f.v, ">= 0 (0 means the default)")
+		if f.v < 0 || f.v > maxLimit {
+			return 0, b, invalid(typ, f.name, f.v, fmt.Sprintf("within [0, %d] (0 means the default)", maxLimit))
 		}
 	}
 	if minL == 0 {

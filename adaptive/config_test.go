@@ -44,6 +44,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"Gradient2Config.LongWindow", newG2(Gradient2Config{LongWindow: -1})},
 		{"Gradient2Config.Smoothing", newG2(Gradient2Config{Smoothing: -0.2})},
 		{"Gradient2Config.MaxLimit", newG2(Gradient2Config{MaxLimit: -3})},
+		{"Gradient2Config.MaxLimit", newG2(Gradient2Config{MaxLimit: math.MaxInt32 + 1})},
+		{"AIMDConfig.InitialLimit", newAIMD(AIMDConfig{InitialLimit: math.MaxInt, MaxLimit: math.MaxInt32})},
 	}
 	for _, tt := range tests {
 		if !errors.Is(tt.err, ErrInvalidConfig) {
