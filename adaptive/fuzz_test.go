@@ -18,9 +18,15 @@ func FuzzObserve(f *testing.F) {
 	f.Add(math.MaxInt, 0, math.MaxInt, int64(-1), -3, uint8(3), int64(math.MaxInt64), []byte{9})
 	f.Fuzz(func(t *testing.T, initial, minL, maxL int, latency int64, inFlight int, outcome uint8, step int64, script []byte) {
 		algs := map[string]func() (Algorithm, error){
-			"aimd":      func() (Algorithm, error) { return NewAIMD(AIMDConfig{InitialLimit: initial, MinLimit: minL, MaxLimit: maxL}) },
-			"vegas":     func() (Algorithm, error) { return NewVegas(VegasConfig{InitialLimit: initial, MinLimit: minL, MaxLimit: maxL}) },
-			"gradient2": func() (Algorithm, error) { return NewGradient2(Gradient2Config{InitialLimit: initial, MinLimit: minL, MaxLimit: maxL}) },
+			"aimd": func() (Algorithm, error) {
+				return NewAIMD(AIMDConfig{InitialLimit: initial, MinLimit: minL, MaxLimit: maxL})
+			},
+			"vegas": func() (Algorithm, error) {
+				return NewVegas(VegasConfig{InitialLimit: initial, MinLimit: minL, MaxLimit: maxL})
+			},
+			"gradient2": func() (Algorithm, error) {
+				return NewGradient2(Gradient2Config{InitialLimit: initial, MinLimit: minL, MaxLimit: maxL})
+			},
 		}
 		for name, build := range algs {
 			alg, err := build()
