@@ -30,13 +30,10 @@ type model struct {
 
 // run is the outcome of driving an algorithm through a model.
 type run struct {
-	samples int
 	// meanLimit and minLimit, maxLimit cover the second half of the run
 	// (after convergence); meanLimit is weighted by time.
 	meanLimit          float64
 	minLimit, maxLimit int
-	final              int
-	drops              int
 }
 
 type pending struct {
@@ -109,16 +106,11 @@ func (m model) drive(alg Algorithm, d time.Duration) run {
 		now = p.end
 		inFlight--
 		l := alg.Observe(now, Sample{Latency: p.latency, InFlight: p.inFlight, Outcome: p.outcome})
-		r.samples++
-		if p.outcome == sluice.Dropped {
-			r.drops++
-		}
 		if now.After(half) {
 			r.minLimit, r.maxLimit = min(r.minLimit, l), max(r.maxLimit, l)
 		}
 		fill()
 	}
 	r.meanLimit = weighted / float64(last.Sub(half))
-	r.final = alg.Limit()
 	return r
 }
