@@ -216,7 +216,7 @@ func (e *engine) fire(k evKind, id int32, r *request) {
 	case evRefuse:
 		e.answer(id, r, cRefused)
 	case evGrant:
-		e.pol.(*bucketPolicy).grant(e.now, id, r)
+		e.pol.(*bucketPolicy).grant(id, r)
 	}
 }
 

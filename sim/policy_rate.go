@@ -58,7 +58,7 @@ func (p *bucketPolicy) arrive(now int64, id int32, r *request) {
 }
 
 // grant admits a request whose reservation is due.
-func (p *bucketPolicy) grant(_ int64, id int32, r *request) {
+func (p *bucketPolicy) grant(id int32, r *request) {
 	if !r.waiting {
 		return
 	}
