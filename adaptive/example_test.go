@@ -80,3 +80,24 @@ func ExampleNewGradient2() {
 	// settled: 76 long-term latency: 10ms
 	// after the slowdown: 76 long-term latency: 20ms
 }
+
+// Any of the three fits behind Algorithm. A limit that is not in use does
+// not grow: a minute of healthy requests that never reach half the limit
+// leaves each at its initial 20.
+func ExampleAlgorithm() {
+	aimd, _ := adaptive.NewAIMD(adaptive.AIMDConfig{})
+	vegas, _ := adaptive.NewVegas(adaptive.VegasConfig{})
+	g2, _ := adaptive.NewGradient2(adaptive.Gradient2Config{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, alg := range []adaptive.Algorithm{aimd, vegas, g2} {
+		for i := range 600 {
+			alg.Observe(now.Add(time.Duration(i)*100*time.Millisecond),
+				adaptive.Sample{Latency: 10 * time.Millisecond, InFlight: 5, Outcome: sluice.Success})
+		}
+		fmt.Printf("%T: %d\n", alg, alg.Limit())
+	}
+	// Output:
+	// *adaptive.AIMD: 20
+	// *adaptive.Vegas: 20
+	// *adaptive.Gradient2: 20
+}
