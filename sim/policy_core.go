@@ -18,6 +18,19 @@ type corePolicy struct {
 }
 
 func newCorePolicy(e *engine, p *Policy) (*corePolicy, error) {
+	cfg, err := p.coreConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := concurrency.NewCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &corePolicy{e: e, c: c, waiters: make(map[concurrency.WaiterID]int32)}, nil
+}
+
+// coreConfig is the concurrency.Config of a concurrency or adaptive policy.
+func (p *Policy) coreConfig() (concurrency.Config, error) {
 	cfg := concurrency.Config{
 		Limit:         p.Limit,
 		MaxQueue:      p.Queue,
@@ -32,15 +45,11 @@ func newCorePolicy(e *engine, p *Policy) (*corePolicy, error) {
 	if p.Kind == Adaptive {
 		alg, err := newAlgorithm(p)
 		if err != nil {
-			return nil, err
+			return cfg, err
 		}
 		cfg.Algorithm = alg
 	}
-	c, err := concurrency.NewCore(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &corePolicy{e: e, c: c, waiters: make(map[concurrency.WaiterID]int32)}, nil
+	return cfg, nil
 }
 
 // algorithm is the adaptive algorithm the policy selects.

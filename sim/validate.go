@@ -292,5 +292,13 @@ func (p *Policy) validate(f string) error {
 	if (p.CoDelTarget != 0 || p.CoDelInterval != 0) && p.Discipline != concurrency.CoDel && p.Discipline != concurrency.AdaptiveLIFO {
 		return bad(f+".codel_target", "applies only to the codel and adaptive_lifo disciplines")
 	}
+	// Last, what the decision code itself refuses (a limit past its
+	// bounds), so that Run cannot fail on a scenario Validate passed.
+	if p.Kind == Concurrency || p.Kind == Adaptive {
+		cfg, _ := p.coreConfig() // the algorithm's error was reported above
+		if _, err := concurrency.NewCore(cfg); err != nil {
+			return bad(f, "%v", err)
+		}
+	}
 	return nil
 }

@@ -94,6 +94,8 @@ func TestValidate(t *testing.T) {
 		{"policies[0].codel_target", func(s *Scenario) {
 			s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, CoDelTarget: time.Second}
 		}},
+		// What the decision code refuses.
+		{"policies[0]", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: concurrency.MaxLimit + 1} }},
 		// The size of the run, and times whose sums would overflow.
 		{"duration", func(s *Scenario) { s.Duration = maxDuration + 1 }},
 		{"interval", func(s *Scenario) { s.Interval = time.Microsecond }},
