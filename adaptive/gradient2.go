@@ -122,9 +122,9 @@ type Gradient2Config struct {
 // Tolerance × long, long being the latency at seenAt in flight (a little
 // above the unloaded latency where arrivals are bursty): Gradient2 trades
 // that much queueing for never running the service below capacity. It
-// holds about 1.5–2.5 × the service's concurrency in flight (seed 000 at
-// 600 rps: 100% of capacity, p99 85 ms; the overload sweeps: 99–100%, p50
-// 15 ms on 10 ms work). Where the client's deadline is within 1.5 × the
+// holds about 1.5–2.5 × the service's concurrency in flight (seed 000's
+// service at a constant 600 rps: 99% of capacity, p99 57 ms; the overload
+// sweeps: 99–100%, p50 15 ms on 10 ms work). Where the client's deadline is within 1.5 × the
 // service time (seed 003: 2.5 s on 2 s) its queue times requests out:
 // about 72–85% of capacity there.
 //
