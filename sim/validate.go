@@ -31,7 +31,9 @@ func bad(field, format string, args ...any) error {
 }
 
 // Validate checks the scenario and returns the first problem found, as a
-// *FieldError naming the field. Run calls it.
+// *FieldError naming the field: a bad value, a config the decision code
+// refuses, or a run too large to finish in seconds (more than 100,000
+// points or 10 million requests per policy). Run calls it.
 func (s *Scenario) Validate() error {
 	if s.Duration <= 0 {
 		return bad("duration", "must be > 0, got %v", s.Duration)
