@@ -252,7 +252,8 @@ func TestLoadTooLarge(t *testing.T) {
 }
 
 // FuzzParse: no file makes Parse panic; every rejection is an *Error with a
-// line, and every file it accepts is within the size a run may have.
+// line, and every file it accepts is one the simulator accepts (within the
+// size a run may have).
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
 	f.Add([]byte("duration: 10s\norigin: {workers: 2, service: {kind: constant, mean: 1s}}\nload: {rate: 1}\npolicies:\n  - &p {name: a, kind: concurrency, limit: 5}\n  - {<<: [*p, *p], name: b}\n"))
@@ -267,8 +268,8 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if err := file.checkSize(); err != nil {
-			t.Fatalf("accepted a run too large: %v", err)
+		if err := file.Scenario.Validate(); err != nil {
+			t.Fatalf("accepted a scenario the simulator refuses (too large, say): %v", err)
 		}
 	})
 }
