@@ -77,20 +77,7 @@ func TestAdmissionCount(t *testing.T) {
 			}
 		}
 	})
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for range per {
-				p, err := l.Acquire(context.Background())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				p.Release(sluice.Success, 1)
-			}
-		})
-	}
-	wg.Wait()
+	acquireReleaseFrom(t, l, workers, per)
 	close(done)
 	readerWG.Wait()
 	if s := l.Stats(); s.Admitted != per*workers || s.InFlight != 0 || s.Limit != 2 {
@@ -117,4 +104,24 @@ func TestRejectionAllocatesNothing(t *testing.T) {
 	if s := l.Stats(); s.Rejected[sluice.ReasonLimit] != 2002 {
 		t.Errorf("rejections counted %d, want 2002", s.Rejected[sluice.ReasonLimit])
 	}
+}
+
+// acquireReleaseFrom has workers goroutines each acquire and release per
+// permits, and returns when all are done.
+func acquireReleaseFrom(t *testing.T, l *Limiter, workers, per int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range per {
+				p, err := l.Acquire(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				p.Release(sluice.Success, 1)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -221,7 +221,7 @@ func TestAdmissionCountWide(t *testing.T) {
 	l := mustNew(t, Config{Limit: 1 << 20})
 	const per, workers = 3*flushAt + 17, 4
 	done := make(chan struct{})
-	var reader, wg sync.WaitGroup
+	var reader sync.WaitGroup
 	reader.Go(func() {
 		var last uint64
 		for {
@@ -238,19 +238,7 @@ func TestAdmissionCountWide(t *testing.T) {
 			last = s.Admitted
 		}
 	})
-	for range workers {
-		wg.Go(func() {
-			for range per {
-				p, err := l.Acquire(context.Background())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				p.Release(sluice.Success, 1)
-			}
-		})
-	}
-	wg.Wait()
+	acquireReleaseFrom(t, l, workers, per)
 	close(done)
 	reader.Wait()
 	if !l.wide.Load() {
