@@ -44,8 +44,12 @@ func (m *multi) parts() []Permit {
 	return m.small[:m.n]
 }
 
-func (a *all) newMulti() *multi {
-	m := &multi{a: a}
+// newMulti returns the holder of the parts' permits by value: acquire fills
+// it on the stack and moves it to the heap only once every part has
+// admitted, so a rejection — the common answer under overload — allocates
+// nothing here.
+func (a *all) newMulti() multi {
+	m := multi{a: a}
 	if len(a.ls) > len(m.small) {
 		m.more = make([]Permit, 0, len(a.ls))
 	}
@@ -106,7 +110,9 @@ func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
 	done = true
 	a.admitted.Add(1)
 	a.inFlight.Add(1)
-	return NewPermit(m, 0), nil
+	held := new(multi)
+	*held = m
+	return NewPermit(held, 0), nil
 }
 
 // cancel gives back the permits granted so far, in reverse order.

@@ -346,3 +346,33 @@ func TestAllPanickingPartCancelsEarlierParts(t *testing.T) {
 		}
 	}
 }
+
+// A rejection by a part costs the composition no allocation: under
+// overload, rejecting is what it does most.
+func TestAllRejectionDoesNotAllocate(t *testing.T) {
+	lim, err := concurrency.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := lim.TryAcquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(sluice.Success, 0)
+	open, err := concurrency.New(concurrency.Config{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := sluice.All(open, lim)
+	n := testing.AllocsPerRun(100, func() {
+		if _, err := all.TryAcquire(); !errors.Is(err, sluice.ErrLimited) {
+			t.Fatalf("TryAcquire = %v, want a limit rejection", err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("a rejected composition allocates %v times", n)
+	}
+	if s := open.Stats(); s.InFlight != 0 {
+		t.Errorf("the first part kept %d permits after the second rejected", s.InFlight)
+	}
+}

@@ -169,6 +169,9 @@ func (e *RejectError) Is(target error) bool {
 // RetryAfter returns the retry-after hint carried by err, if err is or wraps
 // a *RejectError, and whether it was one.
 func RetryAfter(err error) (time.Duration, bool) {
+	if re, ok := err.(*RejectError); ok {
+		return re.RetryAfter, true // unwrapped: no errors.As, no allocation
+	}
 	var re *RejectError
 	if errors.As(err, &re) {
 		return re.RetryAfter, true
@@ -179,6 +182,9 @@ func RetryAfter(err error) (time.Duration, bool) {
 // ReasonOf returns the reason carried by err, or ReasonUnknown if err is not a
 // rejection.
 func ReasonOf(err error) Reason {
+	if re, ok := err.(*RejectError); ok {
+		return re.Reason // unwrapped: no errors.As, no allocation
+	}
 	var re *RejectError
 	if errors.As(err, &re) {
 		return re.Reason

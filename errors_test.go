@@ -103,3 +103,20 @@ func ExampleRejectError() {
 	// true rate 1.5s
 	// GET /: sluice: rate limited (retry after 1.5s)
 }
+
+// Reading a rejection's reason and hint is on every rejection path (the
+// composition, the middleware); an unwrapped rejection costs no allocation.
+func TestReasonOfDoesNotAllocate(t *testing.T) {
+	err := sluice.Reject(sluice.ReasonShed, 0)
+	n := testing.AllocsPerRun(100, func() {
+		if sluice.ReasonOf(err) != sluice.ReasonShed {
+			t.Fatal("wrong reason")
+		}
+		if _, ok := sluice.RetryAfter(err); !ok {
+			t.Fatal("no hint")
+		}
+	})
+	if n != 0 {
+		t.Errorf("ReasonOf and RetryAfter allocate %v times", n)
+	}
+}
