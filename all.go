@@ -89,13 +89,13 @@ func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
 	done := false
 	defer func() {
 		if !done {
-			m.cancel()
+			m.cancelParts()
 		}
 	}()
 	for _, l := range a.ls {
 		p, err := get(l)
 		if err != nil {
-			m.cancel()
+			m.cancelParts()
 			done = true
 			// A cancelled wait is not a rejection; a reason beyond
 			// NumReasons (a foreign Limiter's) must not index past the
@@ -115,8 +115,14 @@ func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
 	return NewPermit(held, 0), nil
 }
 
-// cancel gives back the permits granted so far, in reverse order.
-func (m *multi) cancel() {
+// Cancel gives back every part's grant: the work never ran.
+func (m *multi) Cancel(uint64) {
+	m.cancelParts()
+	m.a.inFlight.Add(-1)
+}
+
+// cancelParts gives back the permits granted so far, in reverse order.
+func (m *multi) cancelParts() {
 	ps := m.parts()
 	for i := len(ps) - 1; i >= 0; i-- {
 		ps[i].Cancel()

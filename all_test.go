@@ -69,8 +69,8 @@ func TestAllRefundsWhenALaterPartRejects(t *testing.T) {
 		all.TryAcquire,
 		func() (sluice.Permit, error) { return all.Acquire(context.Background()) },
 	} {
-		if _, err := acquire(); !errors.Is(err, sluice.ErrLimited) {
-			t.Fatalf("err = %v, want the concurrency limiter's ErrLimited", err)
+		if _, err := acquire(); !errors.Is(err, sluice.ErrLimit) {
+			t.Fatalf("err = %v, want the concurrency limiter's ErrLimit", err)
 		}
 		if tk := b.Tokens(); tk != 2 {
 			t.Fatalf("bucket has %v tokens after the rejection, want 2 (refunded)", tk)
@@ -88,8 +88,8 @@ func TestAllStopsAtTheFirstRejection(t *testing.T) {
 	b, c, all := rateThenSlots(t, 1, 1, 0)
 	b.Allow() // the bucket's only token
 	_, err := all.TryAcquire()
-	if !errors.Is(err, sluice.ErrRateLimited) {
-		t.Fatalf("err = %v, want ErrRateLimited", err)
+	if !errors.Is(err, sluice.ErrRate) {
+		t.Fatalf("err = %v, want ErrRate", err)
 	}
 	if st := c.Stats(); st.Admitted != 0 || st.RejectedTotal() != 0 {
 		t.Fatalf("concurrency limiter was asked: %+v", st)
@@ -178,6 +178,7 @@ func (r recorder) Stats() sluice.Stats                            { return sluic
 func (r recorder) Release(_ uint64, o sluice.Outcome, d time.Duration) {
 	*r.log = append(*r.log, fmt.Sprintf("%s:%v:%v", r.name, o, d))
 }
+func (r recorder) Cancel(uint64) { *r.log = append(*r.log, r.name+":cancel") }
 
 // Parts are released in reverse order of acquisition, each with the
 // outcome and latency of the whole; this holds past the four parts that fit
@@ -365,7 +366,7 @@ func TestAllRejectionDoesNotAllocate(t *testing.T) {
 	}
 	all := sluice.All(open, lim)
 	n := testing.AllocsPerRun(100, func() {
-		if _, err := all.TryAcquire(); !errors.Is(err, sluice.ErrLimited) {
+		if _, err := all.TryAcquire(); !errors.Is(err, sluice.ErrLimit) {
 			t.Fatalf("TryAcquire = %v, want a limit rejection", err)
 		}
 	})

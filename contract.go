@@ -34,11 +34,11 @@ const (
 	// Ignore: the outcome says nothing about capacity (the client went away,
 	// a 4xx).
 	Ignore
-	// Canceled: the work never ran. Limiters give back what they granted: a
-	// concurrency slot is freed without a sample, rate tokens are refunded.
-	// Use Permit.Cancel rather than passing it directly.
-	Canceled
 )
+
+// Work that never ran is not an outcome: Permit.Cancel gives back what the
+// permit was granted (a concurrency slot without a sample, refunded rate
+// tokens).
 
 func (o Outcome) String() string {
 	switch o {
@@ -48,8 +48,6 @@ func (o Outcome) String() string {
 		return "dropped"
 	case Ignore:
 		return "ignore"
-	case Canceled:
-		return "canceled"
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -57,8 +55,13 @@ func (o Outcome) String() string {
 // Releaser is implemented by limiters that hand out permits. token is the
 // value the limiter gave NewPermit; its meaning is private to the limiter.
 // Callers use Permit, never Releaser directly.
+//
+// Release ends admitted work with one of the three outcomes (an Outcome
+// beyond them is treated as Ignore); Cancel gives back what was granted,
+// for work that never ran.
 type Releaser interface {
 	Release(token uint64, o Outcome, latency time.Duration)
+	Cancel(token uint64)
 }
 
 // Permit is admission granted by a Limiter. Release it exactly once, with the
@@ -85,8 +88,16 @@ func (p *Permit) Release(o Outcome, latency time.Duration) {
 	r.Release(p.token, o, latency)
 }
 
-// Cancel gives back what the permit was granted: the work never ran.
-func (p *Permit) Cancel() { p.Release(Canceled, 0) }
+// Cancel gives back what the permit was granted: the work never ran. Like
+// Release, it acts once.
+func (p *Permit) Cancel() {
+	r := p.r
+	if r == nil {
+		return
+	}
+	p.r = nil
+	r.Cancel(p.token)
+}
 
 // Held reports whether the permit still has something to release.
 func (p *Permit) Held() bool { return p.r != nil }

@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -10,20 +11,18 @@ import (
 // Reason says why a limiter rejected work.
 type Reason uint8
 
-// The reasons a limiter rejects work. Each has a sentinel error that a
-// *RejectError with that reason matches under errors.Is.
+// The reasons a limiter rejects work. Each has a sentinel error, named after
+// it, that a *RejectError with that reason matches under errors.Is.
 const (
 	ReasonUnknown      Reason = iota
 	ReasonRate                // a rate limit: no tokens now
 	ReasonLimit               // a concurrency limit: no free slot and no queue to wait in
 	ReasonQueueFull           // the wait queue is at its maximum length
-	ReasonQueueTimeout        // the wait in the queue reached its maximum
+	ReasonQueueTimeout        // the wait would reach (or reached) its maximum
 	ReasonDeadline            // the caller's deadline would pass before admission
 	ReasonShed                // shed by the queue discipline (CoDel: a standing queue)
 	ReasonThrottled           // client-side adaptive throttling rejected locally
-	ReasonStore               // a shared store (Redis) was unavailable and the policy is to fail closed
 	ReasonTooLarge            // the request can never be admitted (n tokens > burst)
-	ReasonClosed              // the limiter was closed
 	NumReasons         = iota // the number of reasons, for arrays indexed by Reason
 )
 
@@ -36,9 +35,7 @@ var reasonNames = [NumReasons]string{
 	ReasonDeadline:     "deadline",
 	ReasonShed:         "shed",
 	ReasonThrottled:    "throttled",
-	ReasonStore:        "store",
 	ReasonTooLarge:     "too_large",
-	ReasonClosed:       "closed",
 }
 
 // String returns the reason as a short snake_case label, suitable for a
@@ -50,41 +47,41 @@ func (r Reason) String() string {
 	return "reason(" + strconv.Itoa(int(r)) + ")"
 }
 
-// Sentinel errors. Every rejection matches ErrRejected and the sentinel of
-// its reason:
+// Sentinel errors. Every rejection matches ErrRejected, the sentinel named
+// after its reason (ReasonQueueFull: ErrQueueFull), and exactly one of
+// ErrQuota and ErrCapacity:
 //
-//	if errors.Is(err, sluice.ErrQueueFull) { ... }
+//	if errors.Is(err, sluice.ErrQuota) { ... } // "was this a rate limit?": answer 429
 var (
 	ErrRejected     = errors.New("sluice: rejected")
-	ErrRateLimited  = errors.New("sluice: rate limited")
-	ErrLimited      = errors.New("sluice: concurrency limit reached")
+	ErrRate         = errors.New("sluice: rate limited")
+	ErrLimit        = errors.New("sluice: concurrency limit reached")
 	ErrQueueFull    = errors.New("sluice: queue full")
 	ErrQueueTimeout = errors.New("sluice: queue wait exceeded")
 	ErrDeadline     = errors.New("sluice: deadline cannot be met")
 	ErrShed         = errors.New("sluice: shed by queue discipline")
 	ErrThrottled    = errors.New("sluice: throttled by client")
-	ErrStore        = errors.New("sluice: store unavailable")
 	ErrTooLarge     = errors.New("sluice: request exceeds limiter capacity")
-	ErrClosed       = errors.New("sluice: limiter closed")
-)
 
-// ErrInvalidConfig is wrapped by every constructor's validation error in
-// sluice and its sub-packages, so one errors.Is tells a configuration
-// mistake from anything else. The error text names the field.
-var ErrInvalidConfig = errors.New("sluice: invalid config")
+	// ErrQuota is matched by every rejection from a rate limit, whatever
+	// its reason (no tokens, tokens that would come after the deadline or
+	// the maximum wait): the caller sent more than its quota. HTTP 429.
+	ErrQuota = errors.New("sluice: over quota")
+	// ErrCapacity is matched by every other rejection: the service is at
+	// its capacity, whoever the caller is. HTTP 503.
+	ErrCapacity = errors.New("sluice: at capacity")
+)
 
 var reasonErrs = [NumReasons]error{
 	ReasonUnknown:      ErrRejected,
-	ReasonRate:         ErrRateLimited,
-	ReasonLimit:        ErrLimited,
+	ReasonRate:         ErrRate,
+	ReasonLimit:        ErrLimit,
 	ReasonQueueFull:    ErrQueueFull,
 	ReasonQueueTimeout: ErrQueueTimeout,
 	ReasonDeadline:     ErrDeadline,
 	ReasonShed:         ErrShed,
 	ReasonThrottled:    ErrThrottled,
-	ReasonStore:        ErrStore,
 	ReasonTooLarge:     ErrTooLarge,
-	ReasonClosed:       ErrClosed,
 }
 
 // Err returns the sentinel error for r.
@@ -107,41 +104,44 @@ func (r Reason) Err() error {
 type RejectError struct {
 	Reason     Reason
 	RetryAfter time.Duration
-	// Rate is true when a rate limit rejected the work (the caller sent too
-	// much: HTTP 429) and false when capacity did (the service is busy: HTTP
-	// 503), whatever the reason: a token bucket whose tokens would come
-	// after the caller's deadline rejects with ReasonDeadline and Rate set.
-	Rate bool
+	// Quota is true when a rate limit rejected the work: the caller sent
+	// more than its quota (HTTP 429), whatever the reason — a token bucket
+	// whose tokens would come after the caller's deadline rejects with
+	// ReasonDeadline and Quota set. False when the service is at capacity
+	// (HTTP 503). errors.Is(err, ErrQuota) reads it through any wrapping.
+	Quota bool
 }
 
-// Reject returns a *RejectError; a convenience for limiter implementations.
-// Without a retry-after hint it returns one shared error per reason, so the
-// rejection path does not allocate: a *RejectError must never be modified.
+// Reject returns a *RejectError for a capacity rejection (HTTP 503); a
+// convenience for limiter implementations. Without a retry-after hint it
+// returns one shared error per reason, so the rejection path does not
+// allocate: a *RejectError must never be modified.
 func Reject(r Reason, retryAfter time.Duration) error {
 	return reject(r, retryAfter, false)
 }
 
-// RejectRate is Reject for rate limiters: the error's Rate field is set.
-func RejectRate(r Reason, retryAfter time.Duration) error {
+// RejectQuota is Reject for rate limits: the error's Quota field is set and
+// it matches ErrQuota (HTTP 429).
+func RejectQuota(r Reason, retryAfter time.Duration) error {
 	return reject(r, retryAfter, true)
 }
 
-func reject(r Reason, retryAfter time.Duration, isRate bool) error {
+func reject(r Reason, retryAfter time.Duration, quota bool) error {
 	if retryAfter <= 0 && int(r) < NumReasons {
 		k := 0
-		if isRate {
+		if quota {
 			k = 1
 		}
 		return &sharedRejects[k][r]
 	}
-	return &RejectError{Reason: r, RetryAfter: retryAfter, Rate: isRate}
+	return &RejectError{Reason: r, RetryAfter: retryAfter, Quota: quota}
 }
 
-// sharedRejects holds one error per reason, for capacity [0] and rate [1].
+// sharedRejects holds one error per reason, for capacity [0] and quota [1].
 var sharedRejects = func() (a [2][NumReasons]RejectError) {
 	for i := range a[0] {
 		a[0][i] = RejectError{Reason: Reason(i)}
-		a[1][i] = RejectError{Reason: Reason(i), Rate: true}
+		a[1][i] = RejectError{Reason: Reason(i), Quota: true}
 	}
 	return a
 }()
@@ -154,12 +154,16 @@ func (e *RejectError) Error() string {
 	return s
 }
 
-// Is matches ErrRejected, the sentinel of e.Reason and, for ReasonDeadline,
-// context.DeadlineExceeded.
+// Is matches ErrRejected, the sentinel of e.Reason, ErrQuota or ErrCapacity
+// as e.Quota says, and, for ReasonDeadline, context.DeadlineExceeded.
 func (e *RejectError) Is(target error) bool {
 	switch target {
 	case ErrRejected, e.Reason.Err():
 		return true
+	case ErrQuota:
+		return e.Quota
+	case ErrCapacity:
+		return !e.Quota
 	case context.DeadlineExceeded:
 		return e.Reason == ReasonDeadline
 	}
@@ -191,3 +195,34 @@ func ReasonOf(err error) Reason {
 	}
 	return ReasonUnknown
 }
+
+// ErrInvalidConfig is matched by every *ConfigError, so one errors.Is tells
+// a configuration mistake from anything else.
+var ErrInvalidConfig = errors.New("sluice: invalid config")
+
+// ConfigError is the error every constructor and setter in sluice returns
+// for a bad configuration value. It names the package, the field and the
+// value, and says what is allowed; it matches ErrInvalidConfig.
+//
+//	sluice/rate: Config.Rate = -5: must be >= 0 (or +Inf for no limit)
+type ConfigError struct {
+	Package string // the package, "rate"
+	Field   string // the field or argument, "Config.Rate" or "SetLimit(n)"
+	Value   any    // the value given; nil when the problem is a missing value
+	Allowed string // what is allowed, "must be >= 0"
+}
+
+// NewConfigError returns a *ConfigError; a convenience for implementations.
+func NewConfigError(pkg, field string, value any, allowed string) error {
+	return &ConfigError{Package: pkg, Field: field, Value: value, Allowed: allowed}
+}
+
+func (e *ConfigError) Error() string {
+	if e.Value == nil {
+		return fmt.Sprintf("sluice/%s: %s: %s", e.Package, e.Field, e.Allowed)
+	}
+	return fmt.Sprintf("sluice/%s: %s = %v: %s", e.Package, e.Field, e.Value, e.Allowed)
+}
+
+// Is matches ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }

@@ -20,12 +20,12 @@ func TestRejectErrorMatchesItsReason(t *testing.T) {
 			hint := c.hint
 			reject := sluice.Reject
 			if c.isRate {
-				reject = sluice.RejectRate
+				reject = sluice.RejectQuota
 			}
 			err := fmt.Errorf("wrapped: %w", reject(r, hint))
 			var re *sluice.RejectError
-			if !errors.As(err, &re) || re.Rate != c.isRate {
-				t.Errorf("%v: RejectError.Rate is not %v", r, c.isRate)
+			if !errors.As(err, &re) || re.Quota != c.isRate {
+				t.Errorf("%v: RejectError.Quota is not %v", r, c.isRate)
 			}
 			if !errors.Is(err, sluice.ErrRejected) || !errors.Is(err, r.Err()) {
 				t.Errorf("%v (hint %v): does not match ErrRejected and %v", r, hint, r.Err())
@@ -88,16 +88,66 @@ func TestPermitReleasesOnce(t *testing.T) {
 	}
 	var zero sluice.Permit
 	zero.Release(sluice.Dropped, 0) // must not panic
+	zero.Cancel()
+
+	var cancels int
+	q := sluice.NewPermit(releaserFunc(func(_ uint64, _ sluice.Outcome, d time.Duration) {
+		if d == -1 {
+			cancels++
+		}
+	}), 7)
+	q.Cancel()
+	q.Cancel()
+	q.Release(sluice.Success, 0)
+	if cancels != 1 || q.Held() {
+		t.Fatalf("cancelled %d times, held %v; want once, not held", cancels, q.Held())
+	}
+}
+
+// Every rejection is either over a quota (429) or at capacity (503), and
+// errors.Is says which through any wrapping.
+func TestQuotaOrCapacity(t *testing.T) {
+	for r := sluice.Reason(0); r < sluice.NumReasons; r++ {
+		q := fmt.Errorf("w: %w", sluice.RejectQuota(r, time.Second))
+		c := fmt.Errorf("w: %w", sluice.Reject(r, 0))
+		if !errors.Is(q, sluice.ErrQuota) || errors.Is(q, sluice.ErrCapacity) {
+			t.Errorf("%v: a quota rejection does not match ErrQuota alone", r)
+		}
+		if errors.Is(c, sluice.ErrQuota) || !errors.Is(c, sluice.ErrCapacity) {
+			t.Errorf("%v: a capacity rejection does not match ErrCapacity alone", r)
+		}
+	}
+	if errors.Is(errors.New("x"), sluice.ErrQuota) || errors.Is(context.Canceled, sluice.ErrCapacity) {
+		t.Error("a foreign error matches ErrQuota or ErrCapacity")
+	}
+}
+
+func TestConfigError(t *testing.T) {
+	err := fmt.Errorf("setup: %w", sluice.NewConfigError("rate", "Config.Rate", -5.0, "must be >= 0"))
+	if !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Fatal("ConfigError does not match ErrInvalidConfig")
+	}
+	var ce *sluice.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Config.Rate" || ce.Package != "rate" {
+		t.Fatalf("errors.As: %+v", ce)
+	}
+	if got, want := err.Error(), "setup: sluice/rate: Config.Rate = -5: must be >= 0"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := sluice.NewConfigError("keyed", "Config.New", nil, "is required").Error(), "sluice/keyed: Config.New: is required"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }
 
 type releaserFunc func(uint64, sluice.Outcome, time.Duration)
 
 func (f releaserFunc) Release(tok uint64, o sluice.Outcome, d time.Duration) { f(tok, o, d) }
+func (f releaserFunc) Cancel(tok uint64)                                     { f(tok, sluice.Ignore, -1) }
 
 func ExampleRejectError() {
 	err := fmt.Errorf("GET /: %w", sluice.Reject(sluice.ReasonRate, 1500*time.Millisecond))
 	retry, _ := sluice.RetryAfter(err)
-	fmt.Println(errors.Is(err, sluice.ErrRateLimited), sluice.ReasonOf(err), retry)
+	fmt.Println(errors.Is(err, sluice.ErrRate), sluice.ReasonOf(err), retry)
 	fmt.Println(err)
 	// Output:
 	// true rate 1.5s

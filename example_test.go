@@ -34,6 +34,12 @@ func (g *gate) Release(_ uint64, o sluice.Outcome, latency time.Duration) {
 	g.held.Store(false)
 }
 
+// Cancel is called instead of Release when the work never ran.
+func (g *gate) Cancel(uint64) {
+	fmt.Println("cancelled")
+	g.held.Store(false)
+}
+
 func (g *gate) Stats() sluice.Stats { return sluice.Stats{Limit: 1} }
 
 // A limiter hands out permits made with NewPermit; the Permit makes sure its
@@ -42,7 +48,7 @@ func ExampleNewPermit() {
 	var l sluice.Limiter = &gate{}
 	p, _ := l.TryAcquire()
 	_, err := l.TryAcquire()
-	fmt.Println(errors.Is(err, sluice.ErrLimited))
+	fmt.Println(errors.Is(err, sluice.ErrLimit))
 
 	p.Release(sluice.Success, 20*time.Millisecond)
 	p.Release(sluice.Dropped, time.Second) // a second release does nothing
@@ -62,17 +68,17 @@ func ExamplePermit_Cancel() {
 	_, err := l.TryAcquire()
 	fmt.Println("admitted again:", err == nil)
 	// Output:
-	// released: canceled 0s
+	// cancelled
 	// admitted again: true
 }
 
 // A rate limiter's rejection tells the caller it sent too much (HTTP 429)
 // rather than that the service is busy (HTTP 503).
-func ExampleRejectRate() {
-	err := sluice.RejectRate(sluice.ReasonDeadline, 250*time.Millisecond)
+func ExampleRejectQuota() {
+	err := sluice.RejectQuota(sluice.ReasonDeadline, 250*time.Millisecond)
 	var re *sluice.RejectError
 	errors.As(err, &re)
-	fmt.Println(re.Reason, re.Rate, re.RetryAfter)
+	fmt.Println(re.Reason, re.Quota, re.RetryAfter)
 	fmt.Println(errors.Is(err, context.DeadlineExceeded))
 	// Output:
 	// deadline true 250ms

@@ -15,7 +15,7 @@ type Sample struct {
 	// from one that was not (no growth while the limit is not the constraint).
 	InFlight int
 	// Outcome is sluice.Success or sluice.Dropped; limiters never pass
-	// Ignore or Canceled to an algorithm.
+	// Ignore or a cancelled permit to an algorithm.
 	Outcome sluice.Outcome
 }
 

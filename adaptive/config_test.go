@@ -91,12 +91,12 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
-// Ignore and Canceled never reach an algorithm from a limiter; if one
+// Ignore and cancelled permits never reach an algorithm from a limiter; if one
 // does, it changes nothing (a healthy-looking sample would grow the limit).
 func TestIgnoredOutcomesChangeNothing(t *testing.T) {
 	for name, a := range algorithms(t, 1000, 0) {
 		now := epoch
-		for _, o := range []sluice.Outcome{sluice.Ignore, sluice.Canceled, sluice.Outcome(9)} {
+		for _, o := range []sluice.Outcome{sluice.Ignore, sluice.Outcome(9)} {
 			for range 100 {
 				now = now.Add(time.Second)
 				if l := a.Observe(now, Sample{Latency: time.Millisecond, InFlight: 20, Outcome: o}); l != 20 {

@@ -110,7 +110,7 @@ func (c dropCut) answered(now time.Time, s Sample) bool {
 }
 
 // learnable reports whether s is an outcome an algorithm learns from.
-// Limiters never pass Ignore or Canceled (see Sample); should one arrive,
+// Limiters never pass Ignore or a cancelled permit (see Sample); should one arrive,
 // it is dropped rather than read as a success.
 func learnable(s Sample) bool {
 	return s.Outcome == sluice.Success || s.Outcome == sluice.Dropped

@@ -231,6 +231,8 @@ func (w *weighted) Release(uint64, sluice.Outcome, time.Duration) {
 	(*semaphore.Weighted)(w).Release(1)
 }
 
+func (w *weighted) Cancel(uint64) { (*semaphore.Weighted)(w).Release(1) }
+
 // BenchmarkConcurrencyRejected is the overload path: every permit is held
 // and there is no queue, so every call is rejected. semaphore.Weighted has
 // no rejecting Acquire; its TryAcquire is the equivalent.

@@ -237,7 +237,7 @@ func retryable(ctx context.Context, err error) bool {
 		return false
 	}
 	switch sluice.ReasonOf(err) {
-	case sluice.ReasonThrottled, sluice.ReasonDeadline, sluice.ReasonTooLarge, sluice.ReasonClosed:
+	case sluice.ReasonThrottled, sluice.ReasonDeadline, sluice.ReasonTooLarge:
 		return false
 	}
 	return true

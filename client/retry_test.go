@@ -340,7 +340,7 @@ func TestDoCancelledDuringWait(t *testing.T) {
 		}()
 		start := time.Now()
 		err := r.Do(ctx, func(context.Context) error { return hinted })
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, sluice.ErrRateLimited) {
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, sluice.ErrRate) {
 			t.Fatalf("Do = %v, want both context.Canceled and the last error", err)
 		}
 		if d := time.Since(start); d != time.Second {

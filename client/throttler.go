@@ -170,12 +170,19 @@ func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration
 	t.inFlight.Add(-1)
 	at := int64(token)
 	t.mu.Lock()
-	switch o {
-	case sluice.Success, sluice.Ignore:
+	if o != sluice.Dropped {
 		t.w.add(at+int64(max(latency, 0)), 0, 1)
-	case sluice.Canceled:
-		t.w.add(at, -1, 0) // never sent: it was not a request after all
 	}
+	t.mu.Unlock()
+}
+
+// Cancel implements sluice.Releaser: a request never sent was not a
+// request after all.
+func (r *releaser) Cancel(token uint64) {
+	t := (*Throttler)(r)
+	t.inFlight.Add(-1)
+	t.mu.Lock()
+	t.w.add(int64(token), -1, 0)
 	t.mu.Unlock()
 }
 

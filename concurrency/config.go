@@ -118,7 +118,7 @@ type Config struct {
 	CoDelInterval time.Duration
 	// Algorithm, if not nil, drives the limit: every permit released with
 	// sluice.Success or sluice.Dropped feeds it a sample and its answer
-	// (at least 1) becomes the limit. Ignore and Canceled feed nothing. The
+	// (at least 1) becomes the limit. Ignore and cancelled permits feed nothing. The
 	// limiter owns the Algorithm from then on: do not call it elsewhere.
 	Algorithm adaptive.Algorithm
 }

@@ -40,7 +40,7 @@ const noDeadline = math.MaxInt64
 //	wait ≈ (p + max(0, inFlight − limit)) × S / limit
 //
 // where S is the mean time a permit is held (an exponentially weighted
-// moving average of released latencies, weight 1/8, Canceled excluded), p is
+// moving average of released latencies, weight 1/8, cancelled permits excluded), p is
 // the newcomer's place in the order of service (queued+1 in FIFO order, 1 in
 // LIFO order), and the second term counts permits still held above a limit
 // that shrank. A caller whose deadline is sooner than now + wait is rejected
@@ -156,9 +156,23 @@ func (c *Core) TryArrive() Arrival {
 // The Events are waiters expired by now and waiters granted the freed
 // permit(s).
 func (c *Core) Release(now time.Time, token uint64, o sluice.Outcome, latency time.Duration) []Event {
+	if o > sluice.Ignore {
+		o = sluice.Ignore
+	}
 	c.release(clock.FromTime(now), token, o, latency)
 	return c.events
 }
+
+// Cancel returns a permit whose work never ran, at now: the slot is freed
+// without a sample. The Events are as Release's.
+func (c *Core) Cancel(now time.Time, token uint64) []Event {
+	c.release(clock.FromTime(now), token, canceled, 0)
+	return c.events
+}
+
+// canceled is the outcome the package uses inside for a cancelled permit;
+// it is out of sluice's range, so no caller can pass it.
+const canceled = sluice.Outcome(255)
 
 // Remove takes a queued waiter out of the queue, for a caller that gave up
 // (its context ended). It reports false if w is not queued: it was already
@@ -286,7 +300,7 @@ func (c *Core) release(now int64, token uint64, o sluice.Outcome, latency time.D
 	if c.inFlight > 0 {
 		c.inFlight--
 	}
-	if o != sluice.Canceled && latency > 0 {
+	if o != canceled && latency > 0 {
 		c.meanSvc = ewma(c.meanSvc, int64(latency))
 	}
 	if c.cfg.Algorithm != nil && (o == sluice.Success || o == sluice.Dropped) {

@@ -372,9 +372,9 @@ func TestCoreAlgorithm(t *testing.T) {
 		t.Fatalf("tokens %d %d, third %v", a.Token, b.Token, w.Verdict)
 	}
 	c.Release(at(1), a.Token, sluice.Ignore, time.Millisecond)
-	c.Release(at(1), 0, sluice.Canceled, 0)
+	c.Cancel(at(1), 0)
 	if len(alg.samples) != 0 {
-		t.Fatalf("Ignore/Canceled fed samples: %+v", alg.samples)
+		t.Fatalf("Ignore/Cancel fed samples: %+v", alg.samples)
 	}
 	c, _ = NewCore(Config{Algorithm: alg, MaxQueue: 5})
 	a, _ = c.Arrive(at(0), time.Time{})

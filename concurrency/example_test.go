@@ -46,7 +46,7 @@ func ExampleLimiter_TryAcquire() {
 	l, _ := concurrency.New(concurrency.Config{Limit: 1})
 	p, _ := l.TryAcquire()
 	_, err := l.TryAcquire()
-	fmt.Println(errors.Is(err, sluice.ErrLimited), sluice.ReasonOf(err))
+	fmt.Println(errors.Is(err, sluice.ErrLimit), sluice.ReasonOf(err))
 	p.Release(sluice.Success, time.Millisecond)
 	p, err = l.TryAcquire()
 	fmt.Println(err)

@@ -174,10 +174,20 @@ func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 	return l.verdict(a)
 }
 
+// Cancel implements sluice.Releaser: the slot is freed without a sample.
+func (r *releaser) Cancel(token uint64) { r.release(token, canceled, 0) }
+
 // Release implements sluice.Releaser for the Limiter's permits.
 func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration) {
+	if o > sluice.Ignore {
+		o = sluice.Ignore
+	}
+	r.release(token, o, latency)
+}
+
+func (r *releaser) release(token uint64, o sluice.Outcome, latency time.Duration) {
 	l := (*Limiter)(r)
-	if l.noAlgorithm || o == sluice.Ignore || o == sluice.Canceled {
+	if l.noAlgorithm || o == sluice.Ignore || o == canceled {
 		if l.releaseFast(o, latency) {
 			return
 		}

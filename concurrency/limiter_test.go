@@ -97,8 +97,8 @@ func TestLimiterCancelFreesQueueSlot(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { _, err := l.Acquire(ctx); errc <- err }()
 		synctest.Wait()
-		if _, err := l.TryAcquire(); !errors.Is(err, sluice.ErrLimited) {
-			t.Fatalf("TryAcquire while full = %v, want ErrLimited", err)
+		if _, err := l.TryAcquire(); !errors.Is(err, sluice.ErrLimit) {
+			t.Fatalf("TryAcquire while full = %v, want ErrLimit", err)
 		}
 		cancel()
 		if err := <-errc; err != context.Canceled {
@@ -218,8 +218,8 @@ func TestLimiterNoQueue(t *testing.T) {
 	l := mustNew(t, Config{Limit: 1})
 	p := mustAcquire(t, l)
 	_, err := l.Acquire(context.Background())
-	if !errors.Is(err, sluice.ErrLimited) {
-		t.Errorf("Acquire with no queue = %v, want ErrLimited", err)
+	if !errors.Is(err, sluice.ErrLimit) {
+		t.Errorf("Acquire with no queue = %v, want ErrLimit", err)
 	}
 	p.Release(sluice.Success, 0)
 	p.Release(sluice.Success, 0) // a second release does nothing

@@ -1,7 +1,5 @@
 package concurrency
 
-import "github.com/sluicehq/sluice"
-
 // The wide fast path.
 //
 // Far from the limit, admission is one atomic add: the acquirer adds 1 to
@@ -33,7 +31,7 @@ import "github.com/sluicehq/sluice"
 //     while slowBit is set.
 //   - open but over the limit: the in-flight part is counted as a permit
 //     held, and enter may already have copied it into the Core. It is given
-//     back exactly as a canceled permit is (Release with Canceled): one add
+//     back exactly as a cancelled permit is (Cancel): one add
 //     if the word is still open, the Core under mu if enter copied it.
 //
 // Phantoms are kept rare, not just harmless, because while one is pending
@@ -113,7 +111,7 @@ func (l *Limiter) unreserve(n uint64) {
 	l.setWide(false)
 	l.hot.state.Add(^uint64(countOne - 1)) // -countOne: leave keeps the count
 	if n&slowBit == 0 {
-		(*releaser)(l).Release(n&inFlightMask, sluice.Canceled, 0)
+		(*releaser)(l).Cancel(n & inFlightMask)
 	}
 }
 

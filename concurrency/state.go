@@ -117,7 +117,7 @@ func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 		return false
 	}
 	if s>>countShift&63 == 0 {
-		if o != sluice.Canceled && latency > 0 {
+		if o != canceled && latency > 0 {
 			l.sample(latency)
 		}
 		if !l.wide.Load() {

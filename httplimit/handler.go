@@ -218,7 +218,7 @@ func (h *Handler) classify(r *http.Request, sw *statusWriter) sluice.Outcome {
 		if o := h.outcome(r, status); o <= sluice.Ignore {
 			return o
 		}
-		return sluice.Ignore // Canceled is for work that never ran; the rest are not outcomes
+		return sluice.Ignore // not an outcome
 	}
 	if status >= 500 {
 		return sluice.Dropped

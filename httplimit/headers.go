@@ -38,19 +38,18 @@ func (e *Rejection) Unwrap() error { return e.Err }
 //
 // 429 Too Many Requests says the client is over its quota: any rejection by
 // the per-key limiter, and a rate limit's rejection by the global one
-// (RejectError.Rate, whatever its reason: a token bucket whose wait would
-// pass the deadline too; or ReasonRate, ReasonTooLarge, ReasonThrottled
-// from limiters that do not set Rate). 503 Service Unavailable says the
+// (errors.Is(err, sluice.ErrQuota), whatever its reason: a token bucket
+// whose wait would pass the deadline too; or ReasonRate, ReasonTooLarge,
+// ReasonThrottled from limiters that do not set RejectError.Quota). 503 Service Unavailable says the
 // server is at capacity: the global limiter's other rejections (concurrency
-// limit, queue full, queue wait, deadline, shed, store down), and a wait
+// limit, queue full, queue wait, deadline, shed), and a wait
 // that ended with the request's context.
 func Status(err error) int {
 	var rj *Rejection
 	if errors.As(err, &rj) && rj.PerKey && errors.Is(err, sluice.ErrRejected) {
 		return http.StatusTooManyRequests
 	}
-	var re *sluice.RejectError
-	if errors.As(err, &re) && re.Rate {
+	if errors.Is(err, sluice.ErrQuota) {
 		return http.StatusTooManyRequests
 	}
 	switch sluice.ReasonOf(err) {

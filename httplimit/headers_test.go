@@ -29,8 +29,6 @@ func TestStatusByReason(t *testing.T) {
 		{sluice.ReasonQueueTimeout, false, 503},
 		{sluice.ReasonDeadline, false, 503},
 		{sluice.ReasonShed, false, 503},
-		{sluice.ReasonStore, false, 503},
-		{sluice.ReasonClosed, false, 503},
 		{sluice.ReasonUnknown, false, 503},
 		// The per-key limit is the client's own share: always 429.
 		{sluice.ReasonRate, true, 429},

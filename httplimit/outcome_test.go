@@ -256,7 +256,7 @@ func TestOutcomeOutOfRangeIsIgnore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []sluice.Outcome{sluice.Canceled, 200} {
+	for _, o := range []sluice.Outcome{3, 200} {
 		h := mustNew(t, okHandler, Config{Limiter: lim, Outcome: func(*http.Request, int) sluice.Outcome { return o }})
 		serve(h, httptest.NewRequest("GET", "/", nil))
 		if s := h.Stats(); s.Ignored != 1 {

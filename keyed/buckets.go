@@ -264,7 +264,7 @@ func (b *Buckets) TryAcquire(key string) (sluice.Permit, error) {
 	if !ok {
 		why := b.reason(wait, sluice.ReasonRate)
 		s.counters.Reject(why)
-		return sluice.Permit{}, sluice.RejectRate(why, max(wait, 0))
+		return sluice.Permit{}, sluice.RejectQuota(why, max(wait, 0))
 	}
 	s.counters.Admit()
 	return sluice.NewPermit((*releaser)(b), w), nil
@@ -300,7 +300,7 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 	if !ok {
 		why = b.reason(wait, why)
 		s.counters.Reject(why)
-		return sluice.Permit{}, sluice.RejectRate(why, max(wait, 0))
+		return sluice.Permit{}, sluice.RejectQuota(why, max(wait, 0))
 	}
 	if wait > 0 {
 		b.waiting.Add(1)
@@ -322,11 +322,11 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 // releaser keeps Release out of Buckets' method set.
 type releaser Buckets
 
-func (r *releaser) Release(w uint64, o sluice.Outcome, _ time.Duration) {
-	if o == sluice.Canceled {
-		(*Buckets)(r).give(w)
-	}
-}
+// Release does nothing: tokens spent on work that ran are spent.
+func (r *releaser) Release(uint64, sluice.Outcome, time.Duration) {}
+
+// Cancel refunds the tokens: the work never ran.
+func (r *releaser) Cancel(w uint64) { (*Buckets)(r).give(w) }
 
 // Tokens returns the tokens key has now (negative while callers wait for
 // tokens not yet there), without storing key if it is new.

@@ -148,8 +148,8 @@ func TestBucketsCancelRefunds(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = b.TryAcquire("a")
-	if !errors.Is(err, sluice.ErrRateLimited) {
-		t.Fatalf("second TryAcquire err = %v, want ErrRateLimited", err)
+	if !errors.Is(err, sluice.ErrRate) {
+		t.Fatalf("second TryAcquire err = %v, want ErrRate", err)
 	}
 	if ra, _ := sluice.RetryAfter(err); ra < 999*time.Second || ra > 1000*time.Second {
 		t.Errorf("RetryAfter = %v, want ~1000s", ra)

@@ -70,7 +70,7 @@ func ExampleBuckets_TryAcquire() {
 	p, _ := b.TryAcquire("k")
 	_, err := b.TryAcquire("k")
 	ra, _ := sluice.RetryAfter(err)
-	fmt.Println(errors.Is(err, sluice.ErrRateLimited), ra.Round(100*time.Millisecond))
+	fmt.Println(errors.Is(err, sluice.ErrRate), ra.Round(100*time.Millisecond))
 	p.Cancel() // the work never ran
 	fmt.Println("tokens:", b.Tokens("k") >= 1)
 	// Output:

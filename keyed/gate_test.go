@@ -38,6 +38,7 @@ func (g *gate) Acquire(ctx context.Context) (sluice.Permit, error) {
 }
 
 func (g *gate) Release(uint64, sluice.Outcome, time.Duration) { g.inFlight.Add(-1) }
+func (g *gate) Cancel(uint64)                                 { g.inFlight.Add(-1) }
 
 func (g *gate) Stats() sluice.Stats {
 	return sluice.Stats{Limit: float64(g.n), InFlight: int(g.inFlight.Load())}

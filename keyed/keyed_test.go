@@ -206,15 +206,15 @@ func TestAcquireCountsAndFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.TryAcquire("a"); !errors.Is(err, sluice.ErrLimited) {
-		t.Fatalf("second permit on a: err = %v, want ErrLimited", err)
+	if _, err := m.TryAcquire("a"); !errors.Is(err, sluice.ErrLimit) {
+		t.Fatalf("second permit on a: err = %v, want ErrLimit", err)
 	}
 	a := m.For("a")
 	if st := a.Stats(); st.InFlight != 1 {
 		t.Fatalf("For(a).Stats().InFlight = %d, want 1", st.InFlight)
 	}
-	if _, err := a.TryAcquire(); !errors.Is(err, sluice.ErrLimited) {
-		t.Fatalf("For(a).TryAcquire err = %v, want ErrLimited", err)
+	if _, err := a.TryAcquire(); !errors.Is(err, sluice.ErrLimit) {
+		t.Fatalf("For(a).TryAcquire err = %v, want ErrLimit", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

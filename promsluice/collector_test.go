@@ -51,7 +51,7 @@ func TestLimiterScrape(t *testing.T) {
 		held = append(held, p)
 	}
 	for range 3 {
-		if _, err := timed.TryAcquire(); !errors.Is(err, sluice.ErrLimited) {
+		if _, err := timed.TryAcquire(); !errors.Is(err, sluice.ErrLimit) {
 			t.Fatalf("TryAcquire at the limit: %v", err)
 		}
 	}

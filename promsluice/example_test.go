@@ -73,18 +73,16 @@ func ExampleInstrument() {
 	p, _ := timed.Acquire(context.Background()) // use timed wherever lim was used
 	defer p.Release(sluice.Success, 0)
 	_, err = timed.TryAcquire()
-	fmt.Println(errors.Is(err, sluice.ErrLimited))
+	fmt.Println(errors.Is(err, sluice.ErrLimit))
 	printMetrics(reg, "sluice_rejected_total")
 	// Output:
 	// true
-	// sluice_rejected_total{limiter="db",reason="closed"} 0
 	// sluice_rejected_total{limiter="db",reason="deadline"} 0
 	// sluice_rejected_total{limiter="db",reason="limit"} 1
 	// sluice_rejected_total{limiter="db",reason="queue_full"} 0
 	// sluice_rejected_total{limiter="db",reason="queue_timeout"} 0
 	// sluice_rejected_total{limiter="db",reason="rate"} 0
 	// sluice_rejected_total{limiter="db",reason="shed"} 0
-	// sluice_rejected_total{limiter="db",reason="store"} 0
 	// sluice_rejected_total{limiter="db",reason="throttled"} 0
 	// sluice_rejected_total{limiter="db",reason="too_large"} 0
 }

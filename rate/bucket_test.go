@@ -283,7 +283,7 @@ func TestTryAcquire(t *testing.T) {
 	}
 	_, err = b.TryAcquire()
 	ra, _ := sluice.RetryAfter(err)
-	if !errors.Is(err, sluice.ErrRateLimited) || ra <= 200*time.Millisecond || ra > 250*time.Millisecond {
+	if !errors.Is(err, sluice.ErrRate) || ra <= 200*time.Millisecond || ra > 250*time.Millisecond {
 		t.Fatalf("second TryAcquire: %v (retry after %v)", err, ra)
 	}
 	p.Cancel() // refunds: the next one is admitted

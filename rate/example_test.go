@@ -95,7 +95,7 @@ func ExampleBucket_TryAcquire() {
 
 	_, err = b.TryAcquire()
 	after, _ := sluice.RetryAfter(err)
-	fmt.Println(errors.Is(err, sluice.ErrRateLimited), after > 400*time.Millisecond)
+	fmt.Println(errors.Is(err, sluice.ErrRate), after > 400*time.Millisecond)
 	// Output:
 	// <nil>
 	// true true

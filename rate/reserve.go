@@ -98,7 +98,7 @@ func (b *Bucket) wait(ctx context.Context, n int) (taken int, err error) {
 	}
 	g := b.takeNanos(live, n, limit, deadline, why, false)
 	if !g.ok {
-		return 0, sluice.RejectRate(g.reason, max(g.wait, 0))
+		return 0, sluice.RejectQuota(g.reason, max(g.wait, 0))
 	}
 	d, taken := g.wait, g.taken
 	if d > 0 {
@@ -135,7 +135,7 @@ func (b *Bucket) Acquire(ctx context.Context) (sluice.Permit, error) {
 func (b *Bucket) TryAcquire() (sluice.Permit, error) {
 	g := b.takeNanos(live, 1, 0, noDeadline, sluice.ReasonRate, true)
 	if !g.ok {
-		return sluice.Permit{}, sluice.RejectRate(g.reason, max(g.wait, 0))
+		return sluice.Permit{}, sluice.RejectQuota(g.reason, max(g.wait, 0))
 	}
 	return sluice.NewPermit((*releaser)(b), uint64(g.taken)), nil
 }
@@ -158,8 +158,8 @@ func (b *Bucket) Stats() sluice.Stats {
 // releaser keeps Release out of Bucket's method set.
 type releaser Bucket
 
-func (r *releaser) Release(token uint64, o sluice.Outcome, _ time.Duration) {
-	if o == sluice.Canceled {
-		(*Bucket)(r).give(int(token))
-	}
-}
+// Release does nothing: tokens spent on work that ran are spent.
+func (r *releaser) Release(uint64, sluice.Outcome, time.Duration) {}
+
+// Cancel refunds the tokens: the work never ran.
+func (r *releaser) Cancel(token uint64) { (*Bucket)(r).give(int(token)) }

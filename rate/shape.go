@@ -111,7 +111,7 @@ func chunk(b *Bucket, want int) (int, error) {
 	}
 	if s.Burst == 0 {
 		b.c.Reject(sluice.ReasonTooLarge)
-		return 0, sluice.RejectRate(sluice.ReasonTooLarge, 0)
+		return 0, sluice.RejectQuota(sluice.ReasonTooLarge, 0)
 	}
 	return int(s.Burst), nil
 }
@@ -121,7 +121,7 @@ func chunk(b *Bucket, want int) (int, error) {
 func (b *Bucket) pay(ctx context.Context, n int) error {
 	g := b.takeNanos(live, n, time.Duration(math.MaxInt64), noDeadline, sluice.ReasonRate, true)
 	if !g.ok {
-		return sluice.RejectRate(g.reason, 0)
+		return sluice.RejectQuota(g.reason, 0)
 	}
 	d := g.wait
 	if d <= 0 {

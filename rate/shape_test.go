@@ -150,7 +150,7 @@ func TestShapeEdges(t *testing.T) {
 	// Rate 0: the burst is all there is; the reader gets an error, not a hang.
 	once := mustBucket(t, Config{Rate: 0, Burst: 4})
 	got, err := io.ReadAll(NewReader(bytes.NewReader([]byte("0123456789")), once))
-	if !errors.Is(err, sluice.ErrRateLimited) || string(got) != "01234567" {
+	if !errors.Is(err, sluice.ErrRate) || string(got) != "01234567" {
 		t.Fatalf("rate 0 reader: %q, %v", got, err)
 	}
 }
