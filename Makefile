@@ -2,7 +2,7 @@
 # (.ci/run calls exactly this.)
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-MODULES     := . bench
+MODULES     := . bench cmd/sluice promsluice
 GOFLAGS_TEST ?= -race -count=1 -timeout=8m
 
 .PHONY: test vet staticcheck gotest lab bench

@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/keyed"
 	"github.com/sluicehq/sluice/netlimit"
-	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -37,7 +36,6 @@ func TestConfigErrorsShareOneSentinel(t *testing.T) {
 		{"client", client.ErrInvalidConfig, func() error { _, err := client.NewExecutor(-1); return err }},
 		{"httplimit", httplimit.ErrInvalidConfig, func() error { _, err := httplimit.New(nil, httplimit.Config{}); return err }},
 		{"netlimit", netlimit.ErrInvalidConfig, func() error { _, err := netlimit.NewListener(ln, netlimit.Config{MaxPending: -1}); return err }},
-		{"promsluice", promsluice.ErrInvalidConfig, func() error { _, err := promsluice.NewCollector("", nil); return err }},
 	}
 	for _, c := range cases {
 		err := c.make()

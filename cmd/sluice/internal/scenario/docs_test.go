@@ -11,7 +11,7 @@ import (
 // accepts, as `path.to.key`. The keys come from the simulator's types, so a
 // field added there without a line in the reference fails here.
 func TestDocsListEveryKey(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/scenarios.md")
+	doc, err := os.ReadFile("../../../../docs/scenarios.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func fileKeys(t reflect.Type, prefix string, seen map[reflect.Type]bool) []strin
 // TestDocsExampleParses: the example file in docs/scenarios.md is a valid
 // scenario, so a reader who copies it gets a run, not an error.
 func TestDocsExampleParses(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/scenarios.md")
+	doc, err := os.ReadFile("../../../../docs/scenarios.md")
 	if err != nil {
 		t.Fatal(err)
 	}

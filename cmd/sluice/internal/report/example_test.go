@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/report"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
 	"github.com/sluicehq/sluice/sim"
 )
 

@@ -12,7 +12,7 @@ import (
 // (cut to a short run), so that a change to the simulator's types or checks
 // that breaks a checked-in scenario fails here, not in someone's terminal.
 func TestScenarioFiles(t *testing.T) {
-	paths, err := filepath.Glob("../../scenarios/*.yaml")
+	paths, err := filepath.Glob("../../../../scenarios/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

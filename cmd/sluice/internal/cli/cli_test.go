@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/report"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
 )
 
 // run runs the command in-process and returns its exit code and output.
@@ -216,7 +216,7 @@ func TestParseArgs(t *testing.T) {
 // TestSimSeedAndDuration: the same seed gives the same report byte for
 // byte; another seed gives another; -duration shortens the run.
 func TestSimSeedAndDuration(t *testing.T) {
-	const sweep = "../../scenarios/overload-sweep.yaml" // Poisson arrivals: the seed matters
+	const sweep = "../../../../scenarios/overload-sweep.yaml" // Poisson arrivals: the seed matters
 	runJSON := func(seed string) string {
 		t.Helper()
 		code, out, errs := run("sim", "--json", "--duration", "5s", "--seed", seed, sweep)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
 )
 
 func ExampleMain() {

@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sluicehq/sluice/internal/report"
-	"github.com/sluicehq/sluice/internal/scenario"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 )
 
 func runSim(e env, args []string) int {

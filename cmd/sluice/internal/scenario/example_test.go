@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/scenario"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 )
 
 func ExampleParse() {
