@@ -325,3 +325,34 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestSimErrorsPrintable: a key or value in a scenario file reaches the
+// terminal in an error message; its control characters do not.
+func TestSimErrorsPrintable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "esc.yaml")
+	// YAML's escapes put ESC and RIGHT-TO-LEFT OVERRIDE into the key.
+	src := `duration: 10s` + "\n" + `"\e[2Jkey\u202e": 1` + "\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := run("sim", path)
+	if code != ExitUsage || !strings.Contains(errs, `\x1b[2Jkey\u202e: unknown key`) {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if strings.ContainsAny(errs, "\x1b\u202e") {
+		t.Errorf("stderr holds raw control characters: %q", errs)
+	}
+}
+
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain: ok\nnext": "plain: ok\nnext",
+		"a\x1bb\tc":       `a\x1bb\tc`,
+		"bidi\u202ex":     `bidi\u202ex`,
+		"bad\xffutf8 é":   `bad\xffutf8 é`,
+	} {
+		if got := escape(in); got != want {
+			t.Errorf("escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
@@ -44,7 +48,7 @@ func runSim(e env, fs *flag.FlagSet, args []string) int {
 	if err != nil {
 		// A file that cannot be read is bad input, like one that does
 		// not parse: exit 2 either way, and nothing ran.
-		fmt.Fprintf(e.stderr, "sluice sim: %v\n", err)
+		fmt.Fprintf(e.stderr, "sluice sim: %s\n", escape(err.Error()))
 		return ExitUsage
 	}
 	for _, o := range []struct {
@@ -86,7 +90,7 @@ func runSim(e env, fs *flag.FlagSet, args []string) int {
 func simulate(e env, f *scenario.File, asJSON bool, plotFile *os.File, format string) int {
 	res, err := f.Run()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice sim: %v\n", err)
+		fmt.Fprintf(e.stderr, "sluice sim: %s\n", escape(err.Error()))
 		if errors.Is(err, scenario.ErrInvalid) {
 			return ExitUsage
 		}
@@ -111,7 +115,7 @@ func simulate(e env, f *scenario.File, asJSON bool, plotFile *os.File, format st
 			fmt.Fprintf(e.stderr, "sluice sim: plot: %v\n", err)
 			return ExitFail
 		}
-		fmt.Fprintf(e.stderr, "sluice sim: wrote %s\n", plotFile.Name())
+		fmt.Fprintf(e.stderr, "sluice sim: wrote %s\n", escape(plotFile.Name()))
 	}
 	return ExitOK
 }
@@ -148,11 +152,30 @@ func flagNames(set map[string]bool, names ...string) string {
 // usageError reports a bad flag value, naming the flag, and returns
 // ExitUsage.
 func usageError(fs *flag.FlagSet, flagName string, err error) int {
-	fmt.Fprintf(fs.Output(), "%s: %s: %v\n", fs.Name(), flagName, err)
+	fmt.Fprintf(fs.Output(), "%s: %s: %s\n", fs.Name(), flagName, escape(err.Error()))
 	return ExitUsage
 }
 
 func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
+}
+
+// escape replaces the characters of s that are not printable, newlines
+// aside, by Go escapes ("\x1b", "\u202e"): error messages quote keys and
+// values from a file, and a terminal escape or a bidirectional-text
+// control there must not reach the terminal.
+func escape(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == '\n' || (unicode.IsPrint(r) && (r != utf8.RuneError || n > 1)) {
+			b.WriteString(s[:n])
+		} else {
+			q := strconv.Quote(s[:n])
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
