@@ -46,6 +46,7 @@ type command struct {
 // not in it: it reads the table, and Main answers it before looking here.
 var commands = []command{
 	{"sim", "[flags] SCENARIO.yaml", "run a scenario in virtual time and compare its policies", runSim},
+	{"proxy", "-config FILE [-check]", "serve as an HTTP reverse proxy with the limits the config file sets", runProxy},
 	{"version", "", "print the version", runVersion},
 }
 
