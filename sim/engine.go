@@ -274,6 +274,7 @@ func (e *engine) maybeFree(id int32, r *request) {
 
 // send is a first attempt, due now.
 func (e *engine) send() {
+	e.m.inc(e.now, cDue)
 	if e.clientCap > 0 && e.clientBusy >= e.clientCap {
 		e.m.inc(e.now, cUnsent)
 		return
