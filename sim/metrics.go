@@ -9,7 +9,7 @@ import (
 
 // The counters a run keeps, per interval and over the measured window.
 const (
-	cDue  = iota // first attempts due, sent or not: the demand
+	cDue = iota // first attempts due, sent or not: the demand
 	cSent
 	cUnsent
 	cSuccess

@@ -180,8 +180,8 @@ type Point struct {
 	// DemandRPS the first attempts due in it per second, sent or not.
 	CapacityRPS float64 `json:"capacity_rps"`
 	DemandRPS   float64 `json:"demand_rps"`
-	P50Ms         float64            `json:"p50_ms"`
-	P99Ms         float64            `json:"p99_ms"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
 	// Limit is the policy's limit (requests in flight, or per second for a
 	// rate limit; 0 when there is none); InFlight the requests it admitted
 	// and has not released; Queued those waiting in it.
