@@ -88,3 +88,26 @@ func TestPointCapacityIsIntervalMean(t *testing.T) {
 		t.Errorf("summary capacity %v, want 17.5", c)
 	}
 }
+
+// TestAchievableIntervalByInterval: demand 5 rps against a capacity of 7,
+// then 3.5, then 7 again is achievable at 5, 3.5 and 5: 4.25 rps on
+// average, not min(5, the mean capacity 5.25).
+func TestAchievableIntervalByInterval(t *testing.T) {
+	s := Scenario{
+		Duration: 8 * time.Second,
+		Warmup:   time.Second,
+		Origin: Origin{Workers: 7, Queue: 100, Service: Dist{Kind: Constant, Mean: time.Second},
+			Changes: []Change{{At: 2 * time.Second, Service: Dist{Kind: Constant, Mean: 2 * time.Second}},
+				{At: 6 * time.Second, Service: Dist{Kind: Constant, Mean: time.Second}}}},
+		Load:     Load{Rate: 5},
+		Policies: []Policy{{Kind: None}},
+	}
+	res, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The window is 1-8 s: 3 s at 5 (1-2 s, 6-8 s) and 4 s at 3.5: 29 / 7.
+	if got, want := res.Policies[0].Summary.Achievable, (3*5+4*3.5)/7; got != want {
+		t.Errorf("achievable %v, want %v", got, want)
+	}
+}

@@ -64,6 +64,9 @@ type metrics struct {
 	capFrom int64
 	capArea float64
 	curCap  float64 // the integral over the current interval
+	// achArea integrates min(demand, capacity) interval by interval over
+	// the measured window, for Summary.Achievable.
+	achArea float64
 
 	// sums of nanoseconds for the means, over the measured window: latency
 	// of successes, and wait before service (the policy's queue and the
@@ -154,6 +157,9 @@ func (m *metrics) tick(now int64) *Point {
 		Capacity:   m.curCap / float64(now-m.lastTick),
 	}
 	m.curCap = 0
+	if from := max(m.lastTick, m.warmup); now > from {
+		m.achArea += min(p.Demand, p.Capacity) * float64(now-from) / 1e9
+	}
 	if c.n[cRejected] > 0 {
 		p.RejectsBy = make(map[string]float64)
 		for r, n := range c.rejects {
@@ -186,6 +192,7 @@ func (m *metrics) summary(end int64) Summary {
 		Throughput:     float64(t.n[cCompleted]) / sec,
 		Demand:         float64(t.n[cDue]) / sec,
 		Capacity:       m.capArea / sec,
+		Achievable:     m.achArea / sec,
 		Rejects:        map[string]int64{},
 		Refused:        t.n[cRefused],
 		OriginTimeouts: t.n[cOriginTimeout],

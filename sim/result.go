@@ -51,9 +51,13 @@ type Summary struct {
 	// averaged over the window: goodput cannot exceed it.
 	Capacity float64 `json:"capacity"`
 	// Demand is the clients' requests per second: first attempts due,
-	// sent or not (unsent included, retries not). Goodput cannot exceed
-	// it either: min(Demand, Capacity) is what was achievable.
+	// sent or not (unsent included, retries not).
 	Demand float64 `json:"demand"`
+	// Achievable is the most goodput any policy could have had: the mean
+	// over the window of min(demand, capacity), taken interval by interval
+	// so that a phase of overload and one of spare capacity do not average
+	// out (Point.Demand, Point.Capacity).
+	Achievable float64 `json:"achievable"`
 	// Rejects counts the policy's rejections by reason (sluice.Reason's
 	// labels: "limit", "queue_full", "shed", "rate", "deadline", ...).
 	Rejects map[string]int64 `json:"rejects"`

@@ -66,7 +66,7 @@ func summary(pr *sim.PolicyResult, window float64, within time.Duration) Summary
 		out.OfferedRPS = float64(ss.Sent) / window
 	}
 	out.GoodputPct = pct(ss.Goodput, ss.Capacity)
-	out.AchievableRPS = min(ss.Demand, ss.Capacity)
+	out.AchievableRPS = ss.Achievable
 	out.GoodputPctOfAchievable = pct(ss.Goodput, out.AchievableRPS)
 	for k, v := range ss.Rejects {
 		if v != 0 {
@@ -131,22 +131,23 @@ func phases(s sim.Scenario, series []sim.Point) []Phase {
 	out := make([]Phase, 0, len(bounds)-1)
 	for i := 1; i < len(bounds); i++ {
 		from, to := bounds[i-1], bounds[i]
-		var good, capacity, demand float64
+		var good, capacity, demand, achievable float64
 		n := 0
 		for _, p := range series {
 			if p.T > from && p.T <= to {
 				good += p.Goodput
 				capacity += p.Capacity
 				demand += p.Demand
+				achievable += min(p.Demand, p.Capacity) // as sim's Summary.Achievable
 				n++
 			}
 		}
 		ph := Phase{FromS: from.Seconds(), ToS: to.Seconds()}
 		if n > 0 {
 			ph.GoodputRPS, ph.CapacityRPS, ph.DemandRPS = good/float64(n), capacity/float64(n), demand/float64(n)
+			ph.AchievableRPS = achievable / float64(n)
 		}
 		ph.GoodputPct = pct(ph.GoodputRPS, ph.CapacityRPS)
-		ph.AchievableRPS = min(ph.DemandRPS, ph.CapacityRPS)
 		ph.GoodputPctOfAchievable = pct(ph.GoodputRPS, ph.AchievableRPS)
 		out = append(out, ph)
 	}

@@ -92,9 +92,11 @@ type Summary struct {
 	// sent or not (retries excluded, requests left unsent for want of a
 	// client worker included).
 	DemandRPS float64 `json:"demand_rps"`
-	// AchievableRPS is the most goodput any policy could have had,
-	// min(DemandRPS, CapacityRPS); GoodputPctOfAchievable is GoodputRPS as
-	// a percentage of it: the headline.
+	// AchievableRPS is the most goodput any policy could have had: the
+	// mean of min(demand, capacity) taken interval by interval (the
+	// series' DemandRPS and CapacityRPS), so that overload in one phase and
+	// spare capacity in another do not cancel out. GoodputPctOfAchievable
+	// is GoodputRPS as a percentage of it: the headline.
 	AchievableRPS          float64 `json:"achievable_rps"`
 	GoodputPctOfAchievable float64 `json:"goodput_pct_of_achievable"`
 

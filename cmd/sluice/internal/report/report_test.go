@@ -281,7 +281,7 @@ func TestFromSim(t *testing.T) {
 	res := sim.Result{Scenario: "x", Seed: 3, Policies: []sim.PolicyResult{{
 		Name: "static",
 		Summary: sim.Summary{
-			Sent: 40, Successes: 16, Failed: 5, Goodput: 2, Throughput: 3, Capacity: 4, Demand: 2.5,
+			Sent: 40, Successes: 16, Failed: 5, Goodput: 2, Throughput: 3, Capacity: 4, Demand: 2.5, Achievable: 2.5,
 			MeanLatency: 1600 * time.Millisecond, MeanWait: 250 * time.Millisecond,
 			Rejects: map[string]int64{"limit": 5, "shed": 0},
 			Latency: sim.Percentiles{Count: 16, P50: 1500 * time.Millisecond, P99: 2 * time.Second},
@@ -366,7 +366,7 @@ func TestFromSimKnowsEverySummaryField(t *testing.T) {
 		"Throughput": true, "Capacity": true, "Rejects": true, "Refused": true,
 		"OriginTimeouts": true, "Timeouts": true, "Retries": true, "Wasted": true,
 		"Latency": true, "RejectLatency": true, "Wait": true,
-		"Demand": true, "MeanLatency": true, "MeanWait": true,
+		"Demand": true, "Achievable": true, "MeanLatency": true, "MeanWait": true,
 	}
 	for f := range reflect.TypeFor[sim.Summary]().Fields() {
 		if !known[f.Name] {
