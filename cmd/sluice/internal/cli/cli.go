@@ -45,6 +45,8 @@ type command struct {
 func commandList() []command {
 	return []command{
 		{"sim", "[flags] SCENARIO.yaml", "run a scenario in virtual time and compare its policies", runSim},
+		{"origin", "[flags] [SCENARIO.yaml]", "serve HTTP like the simulator's origin: workers, a queue, service times", runOrigin},
+		{"load", "[flags] URL", "send an open-loop load to URL and measure goodput and latency", runLoad},
 		{"version", "", "print the version", runVersion},
 		{"help", "[COMMAND]", "show help for the command or a subcommand", runHelp},
 	}
