@@ -1,6 +1,9 @@
 // Package counter holds the admitted and rejected-by-reason counters every
-// limiter keeps for sluice.Stats. Counters are atomic so that Stats never
-// takes a limiter's lock.
+// limiter keeps for sluice.Stats. Counters are atomic so that counting
+// never takes a lock on the admit and reject paths. A limiter's Stats may
+// still take its own lock to read the rest of its state consistently (a
+// rate.Bucket's does, to find its admissions counted in one place while a
+// setter swaps its state).
 package counter
 
 import (
