@@ -18,8 +18,7 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-func runLoad(e env, args []string) int {
-	fs := newFlagSet(e, "load")
+func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	file := fs.String("scenario", "", "take the schedule from the load: section (and duration, warmup, seed) of `FILE`")
 	rate := fs.Float64("rate", 0, "requests per second (load.rate)")
 	rampTo := fs.Float64("ramp-to", -1, "ramp linearly from -rate to this rate over the duration")

@@ -17,8 +17,7 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-func runOrigin(e env, args []string) int {
-	fs := newFlagSet(e, "origin")
+func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks a free one)")
 	workers := fs.Int("workers", 0, "requests served at once (origin.workers)")
 	work := fs.Duration("work", 0, "mean service time (origin.service.mean)")
