@@ -180,7 +180,9 @@ func (l *Concurrency) Close() {
 }
 
 // TryAcquire takes a lease now or rejects with ReasonLimit.
-func (l *Concurrency) TryAcquire() (sluice.Permit, error) { return l.acquire(nil) }
+func (l *Concurrency) TryAcquire() (sluice.Permit, error) {
+	return l.acquire(context.Background(), false)
+}
 
 // Acquire takes a lease, polling for a free slot up to MaxWait (rejected
 // with ReasonQueueTimeout) or the context's end (ctx.Err()).
@@ -188,12 +190,12 @@ func (l *Concurrency) Acquire(ctx context.Context) (sluice.Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return sluice.Permit{}, err
 	}
-	return l.acquire(ctx)
+	return l.acquire(ctx, true)
 }
 
-func (l *Concurrency) acquire(ctx context.Context) (sluice.Permit, error) {
+func (l *Concurrency) acquire(ctx context.Context, wait bool) (sluice.Permit, error) {
 	var deadline <-chan time.Time
-	if ctx != nil && l.cfg.MaxWait > 0 {
+	if wait && l.cfg.MaxWait > 0 {
 		t := time.NewTimer(l.cfg.MaxWait)
 		defer t.Stop()
 		deadline = t.C
@@ -208,12 +210,12 @@ func (l *Concurrency) acquire(ctx context.Context) (sluice.Permit, error) {
 		v, err := l.s.eval(acquireScript, l.keys, l.cfg.Limit, l.ttlMs, id)
 		if err != nil {
 			l.orphan(id)
-			return l.fail(ctx, err)
+			return l.fail(ctx, wait, err)
 		}
 		var a [3]int64
 		if err := parseInts(v, a[:]); err != nil {
 			l.orphan(id)
-			return l.fail(ctx, err)
+			return l.fail(ctx, wait, err)
 		}
 		if a[0] == 1 {
 			l.mu.Lock()
@@ -222,7 +224,7 @@ func (l *Concurrency) acquire(ctx context.Context) (sluice.Permit, error) {
 			l.c.admitted.Add(1)
 			return sluice.NewPermit(l, tok), nil
 		}
-		if ctx == nil {
+		if !wait {
 			return sluice.Permit{}, l.c.reject(sluice.Reject(sluice.ReasonLimit, 0))
 		}
 		d := poll/2 + rand.N(poll/2+1)
@@ -251,7 +253,7 @@ func (l *Concurrency) orphan(id string) {
 	l.mu.Unlock()
 }
 
-func (l *Concurrency) fail(ctx context.Context, _ error) (sluice.Permit, error) {
+func (l *Concurrency) fail(ctx context.Context, wait bool, _ error) (sluice.Permit, error) {
 	l.c.fallbacks.Add(1)
 	switch l.cfg.Failure {
 	case FailClosed:
@@ -268,7 +270,7 @@ func (l *Concurrency) fail(ctx context.Context, _ error) (sluice.Permit, error) 
 			return sluice.Permit{}, err
 		}
 		var p sluice.Permit
-		if ctx != nil {
+		if wait {
 			p, err = lim.Acquire(ctx)
 		} else {
 			p, err = lim.TryAcquire()

@@ -193,7 +193,9 @@ func (b *Buckets) eval(key string, n, k int, maxWaitUs int64) (gcraReply, error)
 }
 
 // TryAcquire takes one token of key now, or rejects with ReasonRate.
-func (b *Buckets) TryAcquire(key string) (sluice.Permit, error) { return b.take(nil, key, 1) }
+func (b *Buckets) TryAcquire(key string) (sluice.Permit, error) {
+	return b.take(context.Background(), false, key, 1)
+}
 
 // Acquire takes one token of key, waiting for it up to MaxWait and the
 // context's deadline: the token is reserved in Redis at once and the
@@ -204,16 +206,25 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 	if err := ctx.Err(); err != nil {
 		return sluice.Permit{}, err
 	}
-	return b.take(ctx, key, 1)
+	return b.take(ctx, true, key, 1)
 }
 
-// TakeN is TryAcquire for n tokens (weighted requests), or Acquire's wait
-// with a non-nil ctx.
-func (b *Buckets) TakeN(ctx context.Context, key string, n int) (sluice.Permit, error) {
-	return b.take(ctx, key, n)
+// TakeN is TryAcquire for n tokens (weighted requests).
+func (b *Buckets) TakeN(key string, n int) (sluice.Permit, error) {
+	return b.take(context.Background(), false, key, n)
 }
 
-func (b *Buckets) take(ctx context.Context, key string, n int) (sluice.Permit, error) {
+// AcquireN is Acquire for n tokens (weighted requests).
+func (b *Buckets) AcquireN(ctx context.Context, key string, n int) (sluice.Permit, error) {
+	if err := ctx.Err(); err != nil {
+		return sluice.Permit{}, err
+	}
+	return b.take(ctx, true, key, n)
+}
+
+// take decides n tokens of key; wait says whether the caller may wait
+// (Acquire) under ctx.
+func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluice.Permit, error) {
 	if err := b.checkN(key, n); err != nil {
 		return sluice.Permit{}, err
 	}
@@ -222,7 +233,7 @@ func (b *Buckets) take(ctx context.Context, key string, n int) (sluice.Permit, e
 	}
 	// The longest wait allowed, and what a longer one is rejected as.
 	maxWait, why := time.Duration(0), sluice.ReasonRate
-	if ctx != nil {
+	if wait {
 		maxWait, why = time.Duration(math.MaxInt64), sluice.ReasonQueueTimeout
 		if b.cfg.MaxWait > 0 {
 			maxWait = b.cfg.MaxWait
@@ -249,7 +260,7 @@ func (b *Buckets) take(ctx context.Context, key string, n int) (sluice.Permit, e
 	}
 	r, err := b.eval(key, n, k, min(int64(maxWait/time.Microsecond), maxMicros))
 	if err != nil {
-		return b.fail(ctx, key, n, err)
+		return b.fail(ctx, wait, key, n, err)
 	}
 	if !r.allowed {
 		now = b.s.now()
@@ -260,7 +271,7 @@ func (b *Buckets) take(ctx context.Context, key string, n int) (sluice.Permit, e
 		b.res.add(key, r.granted-int64(n), int64(b.cfg.Batch), b.s.now()+b.hold, b.s.now())
 	}
 	p := sluice.NewPermit(&grant{b: b, key: key, n: n}, 0)
-	if r.waitUs > 0 && ctx != nil {
+	if r.waitUs > 0 && wait {
 		t := time.NewTimer(time.Duration(r.waitUs) * time.Microsecond)
 		defer t.Stop()
 		select {
@@ -275,7 +286,7 @@ func (b *Buckets) take(ctx context.Context, key string, n int) (sluice.Permit, e
 }
 
 // fail applies the failure policy to a decision the store could not make.
-func (b *Buckets) fail(ctx context.Context, key string, n int, err error) (sluice.Permit, error) {
+func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int, err error) (sluice.Permit, error) {
 	_ = err // counted by the store; the policy does not depend on which failure
 	b.c.fallbacks.Add(1)
 	switch b.cfg.Failure {
@@ -289,7 +300,7 @@ func (b *Buckets) fail(ctx context.Context, key string, n int, err error) (sluic
 		var p sluice.Permit
 		var e error
 		switch {
-		case ctx != nil && n == 1:
+		case wait && n == 1:
 			p, e = lim.Acquire(ctx, key)
 		case n == 1:
 			p, e = lim.TryAcquire(key)
