@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 )
 
@@ -44,11 +46,17 @@ func (s *Scenario) Validate() error {
 	if s.Interval < 0 {
 		return bad("interval", "must be >= 0 (0: 1s), got %v", s.Interval)
 	}
+	// Rates are counts over a window: one shorter than an interval would
+	// make a rate of a few requests in a nanosecond (1e9 per second).
+	interval := cmp.Or(s.Interval, time.Second)
 	if s.Interval > s.Duration {
 		return bad("interval", "must be <= duration (%v), got %v", s.Duration, s.Interval)
 	}
-	if s.Warmup < 0 || s.Warmup >= s.Duration {
-		return bad("warmup", "must be in [0, duration), got %v", s.Warmup)
+	if s.Duration < interval {
+		return bad("duration", "must be at least one interval (%v), got %v", interval, s.Duration)
+	}
+	if s.Warmup < 0 || s.Warmup > s.Duration-interval {
+		return bad("warmup", "must be in [0, duration - interval] (%v): the summary needs at least one interval, got %v", s.Duration-interval, s.Warmup)
 	}
 	if err := s.Origin.validate(); err != nil {
 		return err
@@ -217,10 +225,8 @@ func (p *Policy) validate(f string) error {
 		}
 		queueing = true
 	case Adaptive:
-		switch p.Algorithm {
-		case "", AIMD, Vegas, Gradient2:
-		default:
-			return bad(f+".algorithm", "unknown algorithm %q (aimd, vegas, gradient2)", p.Algorithm)
+		if _, ok := algorithms[p.algorithm()]; !ok {
+			return bad(f+".algorithm", "unknown algorithm %q (%s)", p.Algorithm, algorithmNames())
 		}
 		if p.Limit < 0 || p.MinLimit < 0 || p.MaxLimit < 0 {
 			return bad(f+".limit", "limits must be >= 0 (0: the algorithm's default)")
@@ -244,16 +250,9 @@ func (p *Policy) validate(f string) error {
 	if p.Kind != Adaptive && (p.Algorithm != "" || p.MinLimit != 0 || p.MaxLimit != 0) {
 		return bad(f+".algorithm", "algorithm, min_limit and max_limit apply only to adaptive")
 	}
-	for _, a := range []struct {
-		name  AlgorithmKind
-		isSet bool
-	}{
-		{AIMD, p.AIMD != (adaptive.AIMDConfig{})},
-		{Vegas, p.Vegas != (adaptive.VegasConfig{})},
-		{Gradient2, p.Gradient2 != (adaptive.Gradient2Config{})},
-	} {
-		if a.isSet && (p.Kind != Adaptive || p.algorithm() != a.name) {
-			return bad(f+"."+string(a.name), "applies only to an adaptive policy with algorithm %s", a.name)
+	for _, name := range slices.Sorted(maps.Keys(algorithms)) {
+		if algorithms[name].configured(p) && (p.Kind != Adaptive || p.algorithm() != name) {
+			return bad(f+"."+string(name), "applies only to an adaptive policy with algorithm %s", name)
 		}
 	}
 	if p.Kind == Adaptive {

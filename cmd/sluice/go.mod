@@ -7,9 +7,11 @@ replace github.com/sluicehq/sluice => ../..
 replace github.com/sluicehq/sluice/promsluice => ../../promsluice
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/promsluice v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -19,7 +21,6 @@ require (
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
-	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
