@@ -49,10 +49,10 @@ type engine struct {
 
 	rngArr, rngSvc, rngRetry *rand.Rand
 
-	pol  policy
-	org  origin
-	arr  arrivals
-	m    metrics
+	pol policy
+	org origin
+	arr arrivals
+	m   metrics
 
 	timeout     int64 // client deadline, 0: none
 	clientCap   int
