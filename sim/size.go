@@ -159,3 +159,21 @@ func (s *Scenario) arrivingWithin(w time.Duration, peak float64) float64 {
 	}
 	return (n + 1) * float64(1+l.Retries.Max)
 }
+
+// overflow is the error of a run stopped by full, naming the field that
+// let the requests pile up where most of them were.
+func (e *engine) overflow(pi int) error {
+	queued, atOrigin := e.pol.queued(), e.org.live+e.org.busy
+	field, where := "load.rate", "waiting for clients' retries or in flight"
+	p := e.sc.Policies[pi]
+	switch qf, _ := p.waiting(e.sc, 0, 0); {
+	case qf != "" && queued >= atOrigin && queued >= e.inFlight:
+		field, where = fmt.Sprintf("policies[%d].%s", pi, qf), "queued in the policy"
+	case e.org.live >= e.inFlight/2:
+		field, where = "origin.queue", "queued at the origin"
+	case p.Kind() == None:
+		field, where = fmt.Sprintf("policies[%d].kind", pi), "in flight with no limit"
+	}
+	return bad(field, "more than %d requests alive at once at %v (most %s), more than a run may hold in memory: bound the queue, set a timeout or lower the load",
+		maxLive, time.Duration(e.now), where)
+}
