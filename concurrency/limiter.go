@@ -110,12 +110,8 @@ type releaser Limiter
 // than the estimated wait). If ctx ends first, Acquire returns ctx.Err() and
 // the caller's place in the queue is freed at once.
 func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-done:
-			return sluice.Permit{}, ctx.Err()
-		default:
-		}
+	if err := ctx.Err(); err != nil {
+		return sluice.Permit{}, err // Err, not Done: a context may make its channel lazily
 	}
 	if l.wide.Load() {
 		n := l.hot.state.Add(1 + countOne)

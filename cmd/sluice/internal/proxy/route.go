@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -51,24 +52,14 @@ func policyDef(p *policy) string {
 	return p.def
 }
 
-// buildRoute makes the route; tr is the transport of the route's previous
-// version, if its upstream settings did not change.
-func (c *Config) buildRoute(spec Route, at string, p *policy, log *slog.Logger) (*route, error) {
+// buildRoute makes the route, with the transport tr (see transports).
+func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport, log *slog.Logger) (*route, error) {
 	u, err := url.Parse(spec.Upstream)
 	if err != nil { // validate parsed it already
 		return nil, c.errAt(at+".upstream", "%v", err)
 	}
 	rt := &route{name: spec.Name, def: routeDefinition(spec, p, c.ClientIP), spec: spec, policy: p}
-	rt.tr = &http.Transport{
-		Proxy:                 nil, // never an environment proxy: the upstream is named in the file
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: spec.Timeout,
-		ExpectContinueTimeout: time.Second,
-	}
+	rt.tr = tr
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			prior := pr.In.Header["X-Forwarded-For"]
@@ -116,6 +107,47 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, log *slog.Logger) 
 		rt.handler = rt.limit
 	}
 	return rt, nil
+}
+
+// transports hands out the upstream transports, one per route timeout,
+// shared by the routes and by their versions across reloads: a reload keeps
+// the connections to the upstreams, and a request still running on an old
+// route returns its connection to a pool that lives on.
+type transports struct {
+	mu sync.Mutex
+	m  map[time.Duration]*http.Transport
+}
+
+func (ts *transports) get(timeout time.Duration) *http.Transport {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if tr := ts.m[timeout]; tr != nil {
+		return tr
+	}
+	tr := &http.Transport{
+		Proxy:                 nil, // never an environment proxy: the upstream is named in the file
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	if ts.m == nil {
+		ts.m = map[time.Duration]*http.Transport{}
+	}
+	ts.m[timeout] = tr
+	return tr
+}
+
+// closeIdle closes the idle connections of every transport.
+func (ts *transports) closeIdle() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, tr := range ts.m {
+		tr.CloseIdleConnections()
+	}
 }
 
 // upstreamError answers a request the upstream did not: 504 when its
