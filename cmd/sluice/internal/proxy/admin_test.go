@@ -4,8 +4,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 const adminConfig = `
@@ -122,5 +127,41 @@ func TestAdminMetricsHealth(t *testing.T) {
 	// The effective config is itself a valid config.
 	if _, err := ParseConfig("effective.yaml", []byte(body)); err != nil {
 		t.Errorf("GET /config does not parse back: %v", err)
+	}
+}
+
+// Every metric the Grafana dashboard and the docs' Prometheus rules query
+// is one the proxy exports.
+func TestDashboardMetricsExist(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	p := start(t, adminConfig, up)
+	c := client(t)
+	get(t, c, newReq(t, "GET", p.url+"/keyed"))
+	resp, err := http.Get(p.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`\b(?:sluice|go)_[a-z_]+`)
+	for _, f := range []string{"../../../../docs/grafana/sluice-proxy.json", "../../../../docs/prometheus/prometheus.yml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		for _, n := range names.FindAllString(string(b), -1) {
+			if fams[n] == nil && fams[strings.TrimSuffix(n, "_bucket")] == nil {
+				t.Errorf("%s queries %s, which /metrics does not export", f, n)
+			}
+			seen++
+		}
+		if seen == 0 {
+			t.Errorf("%s names no metric", f)
+		}
 	}
 }
