@@ -52,10 +52,11 @@ type stripe struct {
 
 type permitCache []stripe
 
-// newCache returns a cache of 4 stripes a core, 8 to 64.
+// newCache returns a cache of 4 stripes a core (so that goroutines on
+// different cores rarely share one), 8 to 256.
 func newCache() *permitCache {
 	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 64 {
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
 		n *= 2
 	}
 	c := make(permitCache, n)

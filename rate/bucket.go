@@ -159,17 +159,33 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 	t, fresh := now, now != live
 	leased := n == 1 && now == live
 	var (
-		ls    *leaseSet
-		l     *lease
-		empty bool
+		ls, tried *leaseSet // tried: the set whose stripe l was tried
+		l         *lease
+		empty     bool
 	)
+	if leased {
+		// First the caller's stripe, reading no line that the word's CAS
+		// writes: a leasing state's set is on its second line, and a
+		// leasing burst is never too small for one token.
+		if s := b.st.Load(); s != nil {
+			if tried = s.ls.Load(); tried != nil {
+				var ok bool
+				if l, empty, ok = tried.take(false); ok {
+					if g, ok := b.leasedGrant(tried, count); ok {
+						return g
+					}
+				}
+			}
+		}
+	}
 	for {
 		s, w := b.load()
 		if s.Mode != gcra.Inf && int64(n) > s.burst {
 			b.c.Reject(sluice.ReasonTooLarge)
 			return grant{wait: -1, reason: sluice.ReasonTooLarge}
 		}
-		if ls = s.ls.Load(); leased && ls != nil {
+		if ls = s.ls.Load(); leased && ls != nil && ls != tried {
+			tried = ls
 			var ok bool
 			if l, empty, ok = ls.take(false); ok {
 				if g, ok := b.leasedGrant(ls, count); ok {
@@ -234,7 +250,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			}
 			return grant{ok: true}
 		}
-		if leased && ls != nil && empty && wu <= 0 {
+		if leased && ls != nil && ls == tried && empty && wu <= 0 {
 			if g, ok := b.refill(s, w, u, ls, l, count); ok {
 				return g
 			}

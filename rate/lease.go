@@ -47,10 +47,11 @@ type lease struct {
 
 type leaseSet []lease
 
-// stripes is the size of a new set: 4 stripes a core, 8 to 64.
+// stripes is the size of a new set: 4 stripes a core (so that goroutines
+// on different cores rarely share one), 8 to 256.
 func stripes() int {
 	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 64 {
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
 		n *= 2
 	}
 	return n
@@ -66,8 +67,8 @@ func (ls *leaseSet) parked() int64 { return int64(len(*ls)) * leaseSize }
 
 // mayLease reports whether state s may split into a word and stripes: a
 // refilling bucket whose burst is at least 4 times what a new set parks
-// (1,024 tokens on up to 2 cores, 8,192 from 16 on), so the word keeps
-// most of it.
+// (1,024 tokens on up to 2 cores, 8,192 on 16, 32,768 from 64 on), so
+// the word keeps most of it.
 func (s *state) mayLease() bool {
 	return s.Mode == gcra.Rate && s.ls.Load() == nil && s.burst >= 4*int64(stripes())*leaseSize
 }
