@@ -1,0 +1,102 @@
+package lab
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// Scale returns s with its clock sped up by k (0 < k <= 1 makes it faster):
+// every duration is multiplied by k and every rate divided by it, so the
+// ratios that decide the outcome stay as they were — offered load over
+// capacity (workers / service time), waits over service times, client
+// timeouts over latencies, and the number of requests sent. Seed 003 at
+// k = 0.05 turns 1 s of work into 50 ms and 5 rps into 100 rps. Counts
+// (workers, queue lengths, limits, bursts) do not change. k = 1 returns s.
+func Scale(s sim.Scenario, k float64) sim.Scenario {
+	if k == 1 || k <= 0 {
+		return s
+	}
+	d := func(v *time.Duration) { *v = time.Duration(float64(*v) * k) }
+	r := func(v *float64) { *v /= k }
+
+	d(&s.Duration)
+	d(&s.Interval)
+	if s.Interval == 0 {
+		s.Interval = time.Duration(float64(time.Second) * k) // the default 1 s, scaled
+	}
+	d(&s.Warmup)
+
+	o := s.Origin
+	d(&o.Timeout)
+	o.Service = scaleDist(o.Service, k)
+	o.Changes = append([]sim.Change(nil), o.Changes...)
+	for i := range o.Changes {
+		d(&o.Changes[i].At)
+		o.Changes[i].Service = scaleDist(o.Changes[i].Service, k)
+	}
+	s.Origin = o
+
+	l := s.Load
+	r(&l.Rate)
+	l.Steps = append([]sim.Step(nil), l.Steps...)
+	for i := range l.Steps {
+		d(&l.Steps[i].At)
+		r(&l.Steps[i].Rate)
+	}
+	d(&l.Bursts.Every)
+	d(&l.Bursts.At)
+	d(&l.Timeout)
+	d(&l.Retries.Backoff)
+	s.Load = l
+
+	s.Policies = append([]sim.Policy(nil), s.Policies...)
+	for i := range s.Policies {
+		p := &s.Policies[i]
+		materializeDefaults(p)
+		d(&p.MaxWait)
+		d(&p.CoDelTarget)
+		d(&p.CoDelInterval)
+		r(&p.Rate)
+		d(&p.AIMD.Interval)
+		d(&p.AIMD.Timeout)
+		d(&p.Vegas.NoLoadWindow)
+		d(&p.Vegas.Timeout)
+		d(&p.Gradient2.Timeout)
+	}
+	return s
+}
+
+func scaleDist(x sim.Dist, k float64) sim.Dist {
+	x.Mean = time.Duration(float64(x.Mean) * k)
+	x.Tail = time.Duration(float64(x.Tail) * k)
+	return x
+}
+
+// materializeDefaults writes down the time-valued defaults a policy relies
+// on, so that scaling scales them too: a default of 1 s left at 0 would
+// stay 1 s while everything around it shrank.
+func materializeDefaults(p *sim.Policy) {
+	if p.Discipline == concurrency.CoDel || p.Discipline == concurrency.AdaptiveLIFO {
+		if p.CoDelTarget == 0 {
+			p.CoDelTarget = concurrency.DefaultCoDelTarget
+		}
+		if p.CoDelInterval == 0 {
+			p.CoDelInterval = concurrency.DefaultCoDelInterval
+		}
+	}
+	if p.Kind != sim.Adaptive {
+		return
+	}
+	switch p.Algorithm {
+	case sim.AIMD:
+		if p.AIMD.Interval == 0 {
+			p.AIMD.Interval = time.Second // AIMDConfig's documented default
+		}
+	case sim.Vegas:
+		if p.Vegas.NoLoadWindow == 0 {
+			p.Vegas.NoLoadWindow = 30 * time.Second // VegasConfig's documented default
+		}
+	}
+}
