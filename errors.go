@@ -23,6 +23,7 @@ const (
 	ReasonShed                // shed by the queue discipline (CoDel: a standing queue)
 	ReasonThrottled           // client-side adaptive throttling rejected locally
 	ReasonTooLarge            // the request can never be admitted (n tokens > burst)
+	ReasonStore               // a shared limiter's store (Redis) did not answer and its policy is to fail closed
 	NumReasons         = iota // the number of reasons, for arrays indexed by Reason
 )
 
@@ -36,6 +37,7 @@ var reasonNames = [NumReasons]string{
 	ReasonShed:         "shed",
 	ReasonThrottled:    "throttled",
 	ReasonTooLarge:     "too_large",
+	ReasonStore:        "store",
 }
 
 // String returns the reason as a short snake_case label, suitable for a
@@ -62,6 +64,10 @@ var (
 	ErrShed         = errors.New("sluice: shed by queue discipline")
 	ErrThrottled    = errors.New("sluice: throttled by client")
 	ErrTooLarge     = errors.New("sluice: request exceeds limiter capacity")
+	// ErrStore: a limiter that shares its state through a store (Redis)
+	// could not reach it and fails closed. A capacity rejection (503):
+	// the caller is not over its quota, the limiter cannot tell.
+	ErrStore = errors.New("sluice: store unavailable")
 
 	// ErrQuota is matched by every rejection from a rate limit, whatever
 	// its reason (no tokens, tokens that would come after the deadline or
@@ -82,6 +88,7 @@ var reasonErrs = [NumReasons]error{
 	ReasonShed:         ErrShed,
 	ReasonThrottled:    ErrThrottled,
 	ReasonTooLarge:     ErrTooLarge,
+	ReasonStore:        ErrStore,
 }
 
 // Err returns the sentinel error for r.

@@ -6,12 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/configerr"
+	"github.com/sluicehq/sluice"
 )
-
-// ErrInvalidConfig is matched (errors.Is) by every error a constructor
-// returns; the message names the field at fault.
-var ErrInvalidConfig = configerr.New("adaptive: invalid config")
 
 // maxLimit bounds InitialLimit, MinLimit and MaxLimit: a limit is kept as a
 // float64 and returned as an int, and past 2^63 that conversion wraps to a
@@ -27,8 +23,10 @@ const (
 	defaultMaxLimit     = 1000
 )
 
+// invalid is the error for a bad field: a *sluice.ConfigError, which
+// matches sluice.ErrInvalidConfig.
 func invalid(typ, field string, v any, want string) error {
-	return fmt.Errorf("%w: %s.%s = %v, want %s", ErrInvalidConfig, typ, field, v, want)
+	return sluice.NewConfigError("adaptive", typ+"."+field, v, "must be "+want)
 }
 
 // bounds holds the limits every algorithm shares, defaulted and validated.

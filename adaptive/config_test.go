@@ -48,8 +48,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"AIMDConfig.InitialLimit", newAIMD(AIMDConfig{InitialLimit: math.MaxInt, MaxLimit: math.MaxInt32})},
 	}
 	for _, tt := range tests {
-		if !errors.Is(tt.err, ErrInvalidConfig) {
-			t.Errorf("%s: error %v does not match ErrInvalidConfig", tt.field, tt.err)
+		if !errors.Is(tt.err, sluice.ErrInvalidConfig) {
+			t.Errorf("%s: error %v does not match sluice.ErrInvalidConfig", tt.field, tt.err)
 			continue
 		}
 		if !strings.Contains(tt.err.Error(), tt.field+" ") {

@@ -22,7 +22,7 @@
 //
 // Every config's zero value is valid and each field documents its default;
 // constructors reject bad values with an error that matches
-// [ErrInvalidConfig] and names the field.
+// [sluice.ErrInvalidConfig]: a *[sluice.ConfigError] that names the field.
 //
 // # Which algorithm
 //

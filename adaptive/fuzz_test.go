@@ -10,7 +10,7 @@ import (
 
 // FuzzObserve builds each algorithm from arbitrary limits and feeds it
 // arbitrary samples: a constructor either refuses the config with
-// ErrInvalidConfig or returns an algorithm whose limit stays within
+// sluice.ErrInvalidConfig or returns an algorithm whose limit stays within
 // [MinLimit, MaxLimit] whatever it is told, without panicking.
 func FuzzObserve(f *testing.F) {
 	f.Add(0, 0, 0, int64(50*time.Millisecond), 10, uint8(0), int64(time.Second), []byte{1, 2, 3, 200, 7})

@@ -1,8 +1,8 @@
 package client
 
 import (
-	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,13 +45,13 @@ func (c *RetryBudgetConfig) fill() error {
 	}
 	switch {
 	case !(c.Ratio > 0 && c.Ratio <= 10):
-		return fmt.Errorf("%w: RetryBudgetConfig.Ratio must be in (0, 10], got %v", ErrInvalidConfig, c.Ratio)
+		return invalid("RetryBudgetConfig.Ratio", c.Ratio, "must be in (0, 10]")
 	case math.IsNaN(c.MinPerSecond) || math.IsInf(c.MinPerSecond, 0):
-		return fmt.Errorf("%w: RetryBudgetConfig.MinPerSecond must be finite, got %v", ErrInvalidConfig, c.MinPerSecond)
+		return invalid("RetryBudgetConfig.MinPerSecond", c.MinPerSecond, "must be finite")
 	case c.Buckets < 1 || c.Buckets > maxBuckets:
-		return fmt.Errorf("%w: RetryBudgetConfig.Buckets must be in [1, %d], got %d", ErrInvalidConfig, maxBuckets, c.Buckets)
+		return invalid("RetryBudgetConfig.Buckets", c.Buckets, "must be in [1, "+strconv.Itoa(maxBuckets)+"]")
 	case c.Window < time.Duration(c.Buckets):
-		return fmt.Errorf("%w: RetryBudgetConfig.Window must be positive and at least Buckets nanoseconds, got %v", ErrInvalidConfig, c.Window)
+		return invalid("RetryBudgetConfig.Window", c.Window, "must be positive and at least Buckets nanoseconds")
 	}
 	return nil
 }
@@ -75,7 +75,7 @@ type RetryBudget struct {
 	w  window // a: requests, b: retries
 }
 
-// NewRetryBudget returns a RetryBudget, or an error wrapping ErrInvalidConfig
+// NewRetryBudget returns a RetryBudget, or a *sluice.ConfigError
 // that names the bad field.
 func NewRetryBudget(cfg RetryBudgetConfig) (*RetryBudget, error) {
 	if err := cfg.fill(); err != nil {

@@ -1,7 +1,9 @@
 package client
 
-import "github.com/sluicehq/sluice/internal/configerr"
+import "github.com/sluicehq/sluice"
 
-// ErrInvalidConfig is wrapped by every constructor's validation error; the
-// message names the field.
-var ErrInvalidConfig = configerr.New("client: invalid config")
+// invalid is the error for a bad field or argument: a *sluice.ConfigError,
+// which matches sluice.ErrInvalidConfig.
+func invalid(field string, v any, allowed string) error {
+	return sluice.NewConfigError("client", field, v, allowed)
+}

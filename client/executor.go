@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -30,10 +29,10 @@ type Executor struct {
 }
 
 // NewExecutor returns an Executor that runs at most n tasks at once, or an
-// error wrapping ErrInvalidConfig if n < 1.
+// *sluice.ConfigError if n < 1.
 func NewExecutor(n int) (*Executor, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("%w: Executor size n must be >= 1, got %d", ErrInvalidConfig, n)
+		return nil, invalid("NewExecutor(n)", n, "must be >= 1")
 	}
 	e := &Executor{slots: make(chan struct{}, n)}
 	e.idle.L = &e.mu

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // TestExecutorNoBatchGaps drives tasks of mixed lengths through an Executor
@@ -200,8 +202,8 @@ func TestExecutorConcurrentSubmitters(t *testing.T) {
 
 func TestNewExecutorRejectsBadSize(t *testing.T) {
 	for _, n := range []int{0, -1} {
-		if _, err := NewExecutor(n); !errors.Is(err, ErrInvalidConfig) || !containsField(err, "n must be") {
-			t.Fatalf("NewExecutor(%d) = %v, want ErrInvalidConfig", n, err)
+		if _, err := NewExecutor(n); !errors.Is(err, sluice.ErrInvalidConfig) || !containsField(err, "NewExecutor(n)") {
+			t.Fatalf("NewExecutor(%d) = %v, want sluice.ErrInvalidConfig", n, err)
 		}
 	}
 }

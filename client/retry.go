@@ -55,11 +55,11 @@ func (p *RetryPolicy) fill() error {
 	}
 	switch {
 	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttempts:
-		return fmt.Errorf("%w: RetryPolicy.MaxAttempts must be in [1, %d], got %d", ErrInvalidConfig, maxAttempts, p.MaxAttempts)
+		return invalid("RetryPolicy.MaxAttempts", p.MaxAttempts, "must be in [1, "+strconv.Itoa(maxAttempts)+"]")
 	case p.BaseDelay < 0:
-		return fmt.Errorf("%w: RetryPolicy.BaseDelay must not be negative, got %v", ErrInvalidConfig, p.BaseDelay)
+		return invalid("RetryPolicy.BaseDelay", p.BaseDelay, "must be >= 0")
 	case p.MaxDelay < p.BaseDelay:
-		return fmt.Errorf("%w: RetryPolicy.MaxDelay (%v) must be >= BaseDelay (%v)", ErrInvalidConfig, p.MaxDelay, p.BaseDelay)
+		return invalid("RetryPolicy.MaxDelay", p.MaxDelay, "must be >= BaseDelay ("+p.BaseDelay.String()+")")
 	}
 	if p.Budget == nil {
 		p.Budget, _ = NewRetryBudget(RetryBudgetConfig{}) // the defaults are valid
@@ -119,7 +119,7 @@ type Retrier struct {
 	requests, retries, denied atomic.Uint64
 }
 
-// NewRetrier returns a Retrier, or an error wrapping ErrInvalidConfig that
+// NewRetrier returns a Retrier, or a *sluice.ConfigError that
 // names the bad field.
 func NewRetrier(p RetryPolicy) (*Retrier, error) {
 	if err := p.fill(); err != nil {

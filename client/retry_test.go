@@ -113,8 +113,8 @@ func TestRetryBudgetConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := NewRetryBudget(tt.cfg)
-			if !errors.Is(err, ErrInvalidConfig) || !containsField(err, "RetryBudgetConfig."+tt.field) {
-				t.Fatalf("err = %v, want ErrInvalidConfig naming RetryBudgetConfig.%s", err, tt.field)
+			if !errors.Is(err, sluice.ErrInvalidConfig) || !containsField(err, "RetryBudgetConfig."+tt.field) {
+				t.Fatalf("err = %v, want sluice.ErrInvalidConfig naming RetryBudgetConfig.%s", err, tt.field)
 			}
 		})
 	}
@@ -194,8 +194,8 @@ func TestRetryPolicyErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := NewRetrier(tt.p)
-			if !errors.Is(err, ErrInvalidConfig) || !containsField(err, "RetryPolicy."+tt.field) {
-				t.Fatalf("err = %v, want ErrInvalidConfig naming RetryPolicy.%s", err, tt.field)
+			if !errors.Is(err, sluice.ErrInvalidConfig) || !containsField(err, "RetryPolicy."+tt.field) {
+				t.Fatalf("err = %v, want sluice.ErrInvalidConfig naming RetryPolicy.%s", err, tt.field)
 			}
 		})
 	}

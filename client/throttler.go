@@ -2,9 +2,9 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,13 +60,13 @@ func (c *ThrottlerConfig) fill() error {
 	}
 	switch {
 	case !(c.K >= 1) || math.IsInf(c.K, 0):
-		return fmt.Errorf("%w: ThrottlerConfig.K must be a finite number >= 1, got %v", ErrInvalidConfig, c.K)
+		return invalid("ThrottlerConfig.K", c.K, "must be a finite number >= 1")
 	case c.Buckets < 0 || c.Buckets > maxBuckets:
-		return fmt.Errorf("%w: ThrottlerConfig.Buckets must be in [1, %d], got %d", ErrInvalidConfig, maxBuckets, c.Buckets)
+		return invalid("ThrottlerConfig.Buckets", c.Buckets, "must be in [1, "+strconv.Itoa(maxBuckets)+"]")
 	case c.Window < time.Duration(c.Buckets):
-		return fmt.Errorf("%w: ThrottlerConfig.Window must be positive and at least Buckets nanoseconds, got %v", ErrInvalidConfig, c.Window)
+		return invalid("ThrottlerConfig.Window", c.Window, "must be positive and at least Buckets nanoseconds")
 	case !(c.MaxRejectProbability > 0 && c.MaxRejectProbability <= 1):
-		return fmt.Errorf("%w: ThrottlerConfig.MaxRejectProbability must be in (0, 1], got %v", ErrInvalidConfig, c.MaxRejectProbability)
+		return invalid("ThrottlerConfig.MaxRejectProbability", c.MaxRejectProbability, "must be in (0, 1]")
 	}
 	return nil
 }
@@ -107,7 +107,7 @@ type Throttler struct {
 // path that runs most under overload, does not allocate.
 var errThrottled = sluice.Reject(sluice.ReasonThrottled, 0)
 
-// NewThrottler returns a Throttler, or an error wrapping ErrInvalidConfig that
+// NewThrottler returns a Throttler, or a *sluice.ConfigError that
 // names the bad field.
 func NewThrottler(cfg ThrottlerConfig) (*Throttler, error) {
 	if err := cfg.fill(); err != nil {

@@ -60,8 +60,8 @@ func TestThrottlerConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := NewThrottler(tt.cfg)
-			if !errors.Is(err, ErrInvalidConfig) || !containsField(err, "ThrottlerConfig."+tt.field) {
-				t.Fatalf("err = %v, want ErrInvalidConfig naming ThrottlerConfig.%s", err, tt.field)
+			if !errors.Is(err, sluice.ErrInvalidConfig) || !containsField(err, "ThrottlerConfig."+tt.field) {
+				t.Fatalf("err = %v, want sluice.ErrInvalidConfig naming ThrottlerConfig.%s", err, tt.field)
 			}
 		})
 	}

@@ -61,7 +61,7 @@ type Transport struct {
 	rejected atomic.Uint64
 }
 
-// NewTransport returns a Transport, or an error wrapping ErrInvalidConfig that
+// NewTransport returns a Transport, or a *sluice.ConfigError that
 // names the bad field.
 func NewTransport(cfg TransportConfig) (*Transport, error) {
 	r, err := NewRetrier(cfg.Retry)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // reply is one scripted answer from the test server.
@@ -275,7 +277,7 @@ func TestTransportCancelledDuringBackoff(t *testing.T) {
 // window to see each attempt's outcome: a 503 counts no accept, a 200 counts
 // one, and the permit is held until the body is closed.
 func TestNewTransportValidates(t *testing.T) {
-	if _, err := NewTransport(TransportConfig{Retry: RetryPolicy{MaxAttempts: -1}}); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	if _, err := NewTransport(TransportConfig{Retry: RetryPolicy{MaxAttempts: -1}}); !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Fatalf("err = %v, want sluice.ErrInvalidConfig", err)
 	}
 }

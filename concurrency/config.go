@@ -1,12 +1,11 @@
 package concurrency
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/internal/configerr"
 )
 
 // MaxLimit is the largest concurrency limit a limiter accepts (16,777,215):
@@ -17,13 +16,15 @@ const MaxLimit = 1<<24 - 1
 // "a value of 5 milliseconds for M and 100 ms for N tends to work well
 // across a wide set of use cases".
 const (
-	DefaultCoDelTarget   = 5 * time.Millisecond
-	DefaultCoDelInterval = 100 * time.Millisecond
+	defaultCoDelTarget   = 5 * time.Millisecond
+	defaultCoDelInterval = 100 * time.Millisecond
 )
 
-// ErrInvalidConfig is matched (errors.Is) by every error New and NewCore
-// return for a bad Config; the message names the field.
-var ErrInvalidConfig = configerr.New("concurrency: invalid config")
+// invalid is the error for a bad field or argument: a *sluice.ConfigError,
+// which matches sluice.ErrInvalidConfig.
+func invalid(field string, v any, allowed string) error {
+	return sluice.NewConfigError("concurrency", field, v, allowed)
+}
 
 // Discipline is the order in which queued callers are admitted and the rule
 // that bounds their wait.
@@ -69,13 +70,13 @@ func ParseDiscipline(s string) (Discipline, error) {
 			return Discipline(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown discipline %q (want fifo, lifo, codel or adaptive_lifo)", ErrInvalidConfig, s)
+	return 0, invalid("Discipline", strconv.Quote(s), "must be fifo, lifo, codel or adaptive_lifo")
 }
 
 // MarshalText implements encoding.TextMarshaler.
 func (d Discipline) MarshalText() ([]byte, error) {
 	if d >= numDisciplines {
-		return nil, fmt.Errorf("%w: unknown discipline %d", ErrInvalidConfig, d)
+		return nil, invalid("Discipline", int(d), "must be FIFO, LIFO, CoDel or AdaptiveLIFO")
 	}
 	return []byte(d.String()), nil
 }
@@ -110,11 +111,11 @@ type Config struct {
 	// Discipline is the queue order and wait rule; FIFO by default.
 	Discipline Discipline
 	// CoDelTarget is the longest wait in a standing queue for the CoDel
-	// and AdaptiveLIFO disciplines; 0 means DefaultCoDelTarget (5 ms).
+	// and AdaptiveLIFO disciplines; 0 means 5 ms.
 	CoDelTarget time.Duration
 	// CoDelInterval is how long the queue must have stayed non-empty to be
 	// a standing queue, and the longest wait otherwise, for the CoDel and
-	// AdaptiveLIFO disciplines; 0 means DefaultCoDelInterval (100 ms).
+	// AdaptiveLIFO disciplines; 0 means 100 ms.
 	CoDelInterval time.Duration
 	// Algorithm, if not nil, drives the limit: every permit released with
 	// sluice.Success or sluice.Dropped feeds it a sample and its answer
@@ -129,26 +130,24 @@ func (c Config) withDefaults() (Config, error) {
 		c.Limit = c.Algorithm.Limit()
 	}
 	if c.CoDelTarget == 0 {
-		c.CoDelTarget = DefaultCoDelTarget
+		c.CoDelTarget = defaultCoDelTarget
 	}
 	if c.CoDelInterval == 0 {
-		c.CoDelInterval = DefaultCoDelInterval
+		c.CoDelInterval = defaultCoDelInterval
 	}
 	switch {
 	case c.Limit < 1 || c.Limit > MaxLimit:
-		return c, fmt.Errorf("%w: Limit = %d, want 1 to %d", ErrInvalidConfig, c.Limit, MaxLimit)
-	case c.MaxQueue < 0:
-		return c, fmt.Errorf("%w: MaxQueue = %d, want 0 (no queue) or more", ErrInvalidConfig, c.MaxQueue)
-	case c.MaxQueue > MaxLimit:
-		return c, fmt.Errorf("%w: MaxQueue = %d, want at most %d", ErrInvalidConfig, c.MaxQueue, MaxLimit)
+		return c, invalid("Config.Limit", c.Limit, "must be 1 to "+strconv.Itoa(MaxLimit))
+	case c.MaxQueue < 0 || c.MaxQueue > MaxLimit:
+		return c, invalid("Config.MaxQueue", c.MaxQueue, "must be 0 (no queue) to "+strconv.Itoa(MaxLimit))
 	case c.MaxWait < 0:
-		return c, fmt.Errorf("%w: MaxWait = %v, want 0 (unbounded) or more", ErrInvalidConfig, c.MaxWait)
+		return c, invalid("Config.MaxWait", c.MaxWait, "must be >= 0 (0: unbounded)")
 	case c.Discipline >= numDisciplines:
-		return c, fmt.Errorf("%w: Discipline = %d, want FIFO, LIFO, CoDel or AdaptiveLIFO", ErrInvalidConfig, c.Discipline)
+		return c, invalid("Config.Discipline", int(c.Discipline), "must be FIFO, LIFO, CoDel or AdaptiveLIFO")
 	case c.CoDelTarget < 0:
-		return c, fmt.Errorf("%w: CoDelTarget = %v, want 0 (default 5ms) or more", ErrInvalidConfig, c.CoDelTarget)
+		return c, invalid("Config.CoDelTarget", c.CoDelTarget, "must be >= 0 (0: 5ms)")
 	case c.CoDelInterval < 0:
-		return c, fmt.Errorf("%w: CoDelInterval = %v, want 0 (default 100ms) or more", ErrInvalidConfig, c.CoDelInterval)
+		return c, invalid("Config.CoDelInterval", c.CoDelInterval, "must be >= 0 (0: 100ms)")
 	}
 	return c, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -24,11 +26,11 @@ func TestConfigValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := New(tt.cfg)
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
-			t.Errorf("New(%+v) = %v, want ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
+		if !errors.Is(err, sluice.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("New(%+v) = %v, want sluice.ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
 		}
-		if _, err := NewCore(tt.cfg); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("NewCore(%+v) = %v, want ErrInvalidConfig", tt.cfg, err)
+		if _, err := NewCore(tt.cfg); !errors.Is(err, sluice.ErrInvalidConfig) {
+			t.Errorf("NewCore(%+v) = %v, want sluice.ErrInvalidConfig", tt.cfg, err)
 		}
 	}
 }
@@ -45,8 +47,8 @@ func TestDisciplineText(t *testing.T) {
 		}
 	}
 	var d Discipline
-	if err := d.UnmarshalText([]byte("random")); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("UnmarshalText(random) = %v, want ErrInvalidConfig", err)
+	if err := d.UnmarshalText([]byte("random")); !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Errorf("UnmarshalText(random) = %v, want sluice.ErrInvalidConfig", err)
 	}
 	if s := Discipline(9).String(); s != "discipline(9)" {
 		t.Errorf("String = %q", s)

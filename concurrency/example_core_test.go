@@ -68,7 +68,7 @@ func ExampleParseDiscipline() {
 	fmt.Println(err)
 	// Output:
 	// true <nil>
-	// concurrency: invalid config: unknown discipline "random" (want fifo, lifo, codel or adaptive_lifo)
+	// sluice/concurrency: Discipline = "random": must be fifo, lifo, codel or adaptive_lifo
 }
 
 // TryArrive never queues and never jumps the queue.

@@ -35,11 +35,11 @@ func Example() {
 
 func ExampleNew() {
 	_, err := concurrency.New(concurrency.Config{Limit: 0})
-	fmt.Println(errors.Is(err, concurrency.ErrInvalidConfig))
+	fmt.Println(errors.Is(err, sluice.ErrInvalidConfig))
 	fmt.Println(err)
 	// Output:
 	// true
-	// concurrency: invalid config: Limit = 0, want 1 to 16777215
+	// sluice/concurrency: Config.Limit = 0: must be 1 to 16777215
 }
 
 func ExampleLimiter_TryAcquire() {

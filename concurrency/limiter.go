@@ -2,7 +2,7 @@ package concurrency
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +84,7 @@ type Limiter struct {
 }
 
 // New returns a Limiter configured by cfg, or an error naming the invalid
-// field (it matches ErrInvalidConfig).
+// field (a *sluice.ConfigError, matching sluice.ErrInvalidConfig).
 func New(cfg Config) (*Limiter, error) {
 	l := &Limiter{hot: new(hot), margin: defaultMargin}
 	if err := l.core.init(cfg); err != nil {
@@ -216,10 +216,10 @@ func (r *releaser) release(token uint64, o sluice.Outcome, latency time.Duration
 // revokes nothing: permits held above the new limit stay held until
 // released, and no new one is granted until in flight drops below it. With
 // an Algorithm, its next sample overrides the limit set here. An n out of
-// range is an error matching ErrInvalidConfig.
+// range is a *sluice.ConfigError.
 func (l *Limiter) SetLimit(n int) error {
 	if n < 1 || n > MaxLimit {
-		return fmt.Errorf("%w: SetLimit(%d): the limit must be 1 to %d", ErrInvalidConfig, n, MaxLimit)
+		return invalid("SetLimit(n)", n, "must be 1 to "+strconv.Itoa(MaxLimit))
 	}
 	now := clock.Nanos()
 	l.mu.Lock()

@@ -178,11 +178,11 @@ func TestLimiterResize(t *testing.T) {
 		mu.Lock()
 		held[3].Release(sluice.Success, 0)
 		mu.Unlock()
-		if err := l.SetLimit(0); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("SetLimit(0) = %v, want ErrInvalidConfig", err)
+		if err := l.SetLimit(0); !errors.Is(err, sluice.ErrInvalidConfig) {
+			t.Errorf("SetLimit(0) = %v, want sluice.ErrInvalidConfig", err)
 		}
-		if err := l.SetLimit(MaxLimit + 1); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("SetLimit(MaxLimit+1) = %v, want ErrInvalidConfig", err)
+		if err := l.SetLimit(MaxLimit + 1); !errors.Is(err, sluice.ErrInvalidConfig) {
+			t.Errorf("SetLimit(MaxLimit+1) = %v, want sluice.ErrInvalidConfig", err)
 		}
 	})
 }

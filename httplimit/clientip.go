@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/configerr"
+	"github.com/sluicehq/sluice"
 )
 
 // The request headers a trusted proxy may use to pass on the client address.
@@ -15,12 +16,10 @@ const (
 	HeaderForwarded     = "Forwarded" // RFC 7239
 )
 
-// ErrInvalidConfig is matched (errors.Is) by every configuration error this
-// package returns; the message names the offending field.
-var ErrInvalidConfig = configerr.New("httplimit: invalid config")
-
-func configErr(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+// configErr is the error for a bad field: a *sluice.ConfigError, which
+// matches sluice.ErrInvalidConfig. value is nil when the field is missing.
+func configErr(field string, value any, allowed string) error {
+	return sluice.NewConfigError("httplimit", field, value, allowed)
 }
 
 // IPConfig configures client-IP keys.
@@ -59,7 +58,7 @@ type ClientIP struct {
 }
 
 // NewClientIP validates cfg and returns a ClientIP.
-func NewClientIP(cfg IPConfig) (*ClientIP, error) { return newClientIP(cfg, "") }
+func NewClientIP(cfg IPConfig) (*ClientIP, error) { return newClientIP(cfg, "IPConfig.") }
 
 // newClientIP is NewClientIP with the name of the field holding cfg, for
 // error messages.
@@ -68,7 +67,7 @@ func newClientIP(cfg IPConfig, field string) (*ClientIP, error) {
 	for i, s := range cfg.TrustedProxies {
 		p, err := parsePrefix(s)
 		if err != nil {
-			return nil, configErr(fmt.Sprintf("%sTrustedProxies[%d]", field, i), "%q is not a CIDR prefix or an IP address", s)
+			return nil, configErr(fmt.Sprintf("%sTrustedProxies[%d]", field, i), strconv.Quote(s), "must be a CIDR prefix or an IP address")
 		}
 		c.trusted = append(c.trusted, p)
 	}
@@ -78,13 +77,13 @@ func newClientIP(cfg IPConfig, field string) (*ClientIP, error) {
 	case HeaderForwarded:
 		c.header = HeaderForwarded
 	default:
-		return nil, configErr(field+"ProxyHeader", "%q: want %q or %q", cfg.ProxyHeader, HeaderXForwardedFor, HeaderForwarded)
+		return nil, configErr(field+"ProxyHeader", strconv.Quote(cfg.ProxyHeader), "must be "+HeaderXForwardedFor+" or "+HeaderForwarded)
 	}
 	if len(c.trusted) == 0 {
 		c.header = ""
 	}
 	if cfg.IPv6Prefix < 0 || cfg.IPv6Prefix > 128 {
-		return nil, configErr(field+"IPv6Prefix", "%d: want 0 (the whole address) or 1..128", cfg.IPv6Prefix)
+		return nil, configErr(field+"IPv6Prefix", cfg.IPv6Prefix, "must be 0 (the whole address) or 1 to 128")
 	}
 	if cfg.IPv6Prefix < 128 {
 		c.v6prefix = cfg.IPv6Prefix

@@ -123,8 +123,8 @@ func TestNewClientIPErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := NewClientIP(tt.cfg)
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
-			t.Errorf("NewClientIP(%+v) = %v; want an ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
+		if !errors.Is(err, sluice.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("NewClientIP(%+v) = %v; want an sluice.ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
 		}
 	}
 }
@@ -265,7 +265,7 @@ func FuzzKeys(f *testing.F) {
 			if len(rec.keys) != 1 || len(rec.keys[0]) > MaxKeyLen {
 				t.Fatalf("key %d: the limiter was asked for %q", i, rec.keys)
 			}
-			if !ok && (rec.keys[0] != DefaultFallbackKey || h.Stats().FallbackKeys != 1) {
+			if !ok && (rec.keys[0] != defaultFallbackKey || h.Stats().FallbackKeys != 1) {
 				t.Fatalf("key %d: no usable key, but the limiter got %q and stats %+v", i, rec.keys[0], h.Stats())
 			}
 			if ok && len(want) <= MaxKeyLen && rec.keys[0] != want {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,10 +18,10 @@ type Keyed interface {
 	TryAcquire(key string) (sluice.Permit, error)
 }
 
-// DefaultFallbackKey is the key of requests whose KeyFunc found no usable
+// defaultFallbackKey is the key of requests whose KeyFunc found no usable
 // key, when Config.FallbackKey is empty. It is not an IP address, so it
 // cannot collide with a client-IP key.
-const DefaultFallbackKey = "unknown"
+const defaultFallbackKey = "unknown"
 
 // Config configures the middleware. At least one of Limiter and PerKey is
 // required; every other field has a working default.
@@ -48,7 +49,7 @@ type Config struct {
 
 	// FallbackKey is the key of a request for which Key found no usable
 	// key; such requests share one limiter and are counted in
-	// Stats.FallbackKeys. Default DefaultFallbackKey ("unknown").
+	// Stats.FallbackKeys. Default "unknown".
 	FallbackKey string
 
 	// ClientIP configures the default Key: the TCP peer's address, or with
@@ -132,14 +133,14 @@ func (p *RatePolicy) compile() (policy, name string, err error) {
 		// An sf-string holds printable ASCII; keep it simple and refuse
 		// the two characters that would need escaping.
 		if c := n[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return "", "", configErr("Policy.Name", "%q: want printable ASCII without quotes or backslashes", p.Name)
+			return "", "", configErr("Config.Policy.Name", strconv.Quote(p.Name), "must be printable ASCII without quotes or backslashes")
 		}
 	}
 	if p.Quota <= 0 {
-		return "", "", configErr("Policy.Quota", "%d: want > 0", p.Quota)
+		return "", "", configErr("Config.Policy.Quota", p.Quota, "must be > 0")
 	}
 	if p.Window < time.Second || p.Window%time.Second != 0 {
-		return "", "", configErr("Policy.Window", "%v: want whole seconds, at least 1s", p.Window)
+		return "", "", configErr("Config.Policy.Window", p.Window, "must be whole seconds, at least 1s")
 	}
 	name = `"` + n + `"`
 	return fmt.Sprintf("%s;q=%d;w=%d", name, p.Quota, p.Window/time.Second), name, nil
@@ -152,11 +153,11 @@ func (c *Config) ipSet() bool {
 func (c *Config) keyFunc() (KeyFunc, error) {
 	if c.Key != nil {
 		if c.ipSet() {
-			return nil, configErr("ClientIP", "set along with a custom Key, which would ignore it: build the IP key with NewClientIP and call it from Key")
+			return nil, configErr("Config.ClientIP", nil, "must not be set along with a custom Key, which would ignore it: build the IP key with NewClientIP and call it from Key")
 		}
 		return c.Key, nil
 	}
-	ip, err := newClientIP(c.ClientIP, "ClientIP.")
+	ip, err := newClientIP(c.ClientIP, "Config.ClientIP.")
 	if err != nil {
 		return nil, err
 	}
@@ -166,9 +167,9 @@ func (c *Config) keyFunc() (KeyFunc, error) {
 func (c *Config) fallbackKey() (string, error) {
 	switch {
 	case c.FallbackKey == "":
-		return DefaultFallbackKey, nil
+		return defaultFallbackKey, nil
 	case strings.TrimSpace(c.FallbackKey) == "":
-		return "", configErr("FallbackKey", "%q is blank", c.FallbackKey)
+		return "", configErr("Config.FallbackKey", strconv.Quote(c.FallbackKey), "must not be blank")
 	}
 	return c.FallbackKey, nil
 }

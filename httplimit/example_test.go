@@ -91,7 +91,7 @@ func ExampleNewClientIP() {
 	// 198.51.100.7
 	// 2001:db8:1:2::/64
 	// 10.0.0.2
-	// httplimit: invalid config: TrustedProxies[0]: "10.0.0.0/40" is not a CIDR prefix or an IP address
+	// sluice/httplimit: IPConfig.TrustedProxies[0] = "10.0.0.0/40": must be a CIDR prefix or an IP address
 }
 
 func ExampleRetryAfterSeconds() {

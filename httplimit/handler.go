@@ -40,13 +40,13 @@ type Handler struct {
 }
 
 // New returns next wrapped in the middleware. It validates cfg: an error
-// matches ErrInvalidConfig and names the field.
+// is a *sluice.ConfigError that names the field.
 func New(next http.Handler, cfg Config) (*Handler, error) {
 	if next == nil {
-		return nil, configErr("next", "the handler to wrap is nil")
+		return nil, configErr("next", nil, "the handler to wrap must not be nil")
 	}
 	if cfg.Limiter == nil && cfg.PerKey == nil {
-		return nil, configErr("Limiter", "neither Limiter nor PerKey is set: nothing would be limited")
+		return nil, configErr("Config.Limiter", nil, "Limiter or PerKey must be set: nothing would be limited")
 	}
 	h := &Handler{
 		next:     next,
@@ -66,7 +66,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 			return nil, err
 		}
 	} else if cfg.Key != nil || cfg.ipSet() {
-		return nil, configErr("PerKey", "Key or ClientIP is set but PerKey is nil: there is nothing to key")
+		return nil, configErr("Config.PerKey", nil, "must be set when Key or ClientIP is: there is nothing to key")
 	}
 	if h.onReject == nil {
 		h.onReject = Reject

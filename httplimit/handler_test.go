@@ -101,8 +101,9 @@ func TestConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.next, tt.cfg)
-			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field+":") {
-				t.Errorf("New = %v; want an ErrInvalidConfig naming %s", err, tt.field)
+			var ce *sluice.ConfigError
+			if !errors.As(err, &ce) || !strings.HasSuffix(ce.Field, tt.field) {
+				t.Errorf("New = %v; want an sluice.ErrInvalidConfig naming %s", err, tt.field)
 			}
 		})
 	}
@@ -153,14 +154,14 @@ func TestFallbackKeyIsCounted(t *testing.T) {
 		}
 		codes = append(codes, serve(h, r).Code)
 	}
-	// The two keyless requests share DefaultFallbackKey's bucket.
+	// The two keyless requests share defaultFallbackKey's bucket.
 	if !slices.Equal(codes, []int{200, 429, 200}) {
 		t.Errorf("statuses %v, want [200 429 200]", codes)
 	}
 	if got := h.Stats().FallbackKeys; got != 2 {
 		t.Errorf("FallbackKeys = %d, want 2", got)
 	}
-	if b, err := m.Get(DefaultFallbackKey); err != nil || b.Tokens() >= 1 {
+	if b, err := m.Get(defaultFallbackKey); err != nil || b.Tokens() >= 1 {
 		t.Errorf("fallback key's bucket: %v tokens, %v; want it drained", b.Tokens(), err)
 	}
 }

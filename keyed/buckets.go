@@ -2,7 +2,6 @@ package keyed
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -29,14 +28,14 @@ type BucketsConfig struct {
 	// distinct keys gets one key's rate in total.
 	Overflow *rate.Bucket
 
-	// MaxKeys is the hard cap on live keys. Default DefaultMaxKeys.
+	// MaxKeys is the hard cap on live keys. Default 65,536.
 	MaxKeys int
 
 	// IdleTimeout is how long a key's bucket must have been full before the
 	// key may be evicted to make room. Evicting a full bucket loses nothing
 	// (a new key starts full), so this only trades memory for CPU: a client
 	// that comes back within IdleTimeout finds its key instead of
-	// inserting it again. Default DefaultIdleTimeout (1 minute).
+	// inserting it again. Default 1 minute.
 	IdleTimeout time.Duration
 }
 
@@ -73,17 +72,17 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 	c := cfg.Bucket
 	switch {
 	case math.IsNaN(c.Rate) || c.Rate < 0:
-		return nil, fmt.Errorf("%w: Bucket.Rate is %v, want >= 0", ErrInvalidConfig, c.Rate)
+		return nil, invalid("BucketsConfig.Bucket.Rate", c.Rate, "must be >= 0 (+Inf for no limit)")
 	case c.Burst < 0:
-		return nil, fmt.Errorf("%w: Bucket.Burst is %d, want >= 0", ErrInvalidConfig, c.Burst)
+		return nil, invalid("BucketsConfig.Bucket.Burst", c.Burst, "must be >= 0")
 	case c.MaxWait < 0:
-		return nil, fmt.Errorf("%w: Bucket.MaxWait is %v, want >= 0", ErrInvalidConfig, c.MaxWait)
+		return nil, invalid("BucketsConfig.Bucket.MaxWait", c.MaxWait, "must be >= 0")
 	}
-	maxKeys, err := validMaxKeys(cfg.MaxKeys)
+	maxKeys, err := validMaxKeys("BucketsConfig", cfg.MaxKeys)
 	if err != nil {
 		return nil, err
 	}
-	idle, err := validIdle(cfg.IdleTimeout)
+	idle, err := validIdle("BucketsConfig", cfg.IdleTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +95,7 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 	}
 	if b.overflow == nil {
 		if b.overflow, err = rate.NewBucket(c); err != nil {
-			return nil, fmt.Errorf("%w: Bucket: %w", ErrInvalidConfig, err)
+			return nil, err
 		}
 	}
 	b.t.init(maxKeys, 0, nil)

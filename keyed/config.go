@@ -1,17 +1,16 @@
 package keyed
 
 import (
-	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/configerr"
 )
 
 // Defaults for the zero fields of Config.
 const (
-	DefaultMaxKeys     = 1 << 16
-	DefaultIdleTimeout = time.Minute
+	defaultMaxKeys     = 1 << 16
+	defaultIdleTimeout = time.Minute
 )
 
 // OverflowKey is the key Config.New is called with, once, to build the shared
@@ -19,9 +18,11 @@ const (
 // IP address, a header value or an API key by accident.
 const OverflowKey = "\x00sluice/keyed/overflow"
 
-// ErrInvalidConfig is matched (errors.Is) by every error New returns for a bad
-// Config; the message names the field.
-var ErrInvalidConfig = configerr.New("keyed: invalid config")
+// invalid is the error for a bad field: a *sluice.ConfigError, which
+// matches sluice.ErrInvalidConfig.
+func invalid(field string, v any, allowed string) error {
+	return sluice.NewConfigError("keyed", field, v, allowed)
+}
 
 // Config configures a Map.
 type Config[L sluice.Limiter] struct {
@@ -42,12 +43,11 @@ type Config[L sluice.Limiter] struct {
 
 	// MaxKeys is the hard cap on live keys; the memory a Map holds is
 	// bounded by MaxKeys times the bytes per key (see the package doc).
-	// Default DefaultMaxKeys (65,536).
+	// Default 65,536.
 	MaxKeys int
 
 	// IdleTimeout is how long a key must go unused before it may be
-	// evicted to make room for a new key. Default DefaultIdleTimeout
-	// (1 minute).
+	// evicted to make room for a new key. Default 1 minute.
 	//
 	// For a token bucket, use at least Burst/Rate: a key evicted before its
 	// bucket refilled comes back with a full bucket, which is a free burst.
@@ -59,24 +59,24 @@ type Config[L sluice.Limiter] struct {
 
 func (c Config[L]) withDefaults() (Config[L], error) {
 	if c.New == nil {
-		return c, fmt.Errorf("%w: New is required", ErrInvalidConfig)
+		return c, invalid("Config.New", nil, "is required")
 	}
 	var err error
-	if c.MaxKeys, err = validMaxKeys(c.MaxKeys); err != nil {
+	if c.MaxKeys, err = validMaxKeys("Config", c.MaxKeys); err != nil {
 		return c, err
 	}
-	c.IdleTimeout, err = validIdle(c.IdleTimeout)
+	c.IdleTimeout, err = validIdle("Config", c.IdleTimeout)
 	return c, err
 }
 
-func validIdle(d time.Duration) (time.Duration, error) {
+func validIdle(typ string, d time.Duration) (time.Duration, error) {
 	switch {
 	case d < 0:
-		return 0, fmt.Errorf("%w: IdleTimeout is %v, want > 0 (or 0 for the default %v)", ErrInvalidConfig, d, DefaultIdleTimeout)
+		return 0, invalid(typ+".IdleTimeout", d, "must be >= 0 (0: 1m)")
 	case d == 0:
-		return DefaultIdleTimeout, nil
+		return defaultIdleTimeout, nil
 	case d > maxIdle:
-		return 0, fmt.Errorf("%w: IdleTimeout is %v, want <= %v", ErrInvalidConfig, d, time.Duration(maxIdle))
+		return 0, invalid(typ+".IdleTimeout", d, "must be <= "+time.Duration(maxIdle).String())
 	}
 	return d, nil
 }
@@ -85,14 +85,14 @@ func validIdle(d time.Duration) (time.Duration, error) {
 // it to a refill time, saturating).
 const maxIdle = 1 << 61
 
-func validMaxKeys(n int) (int, error) {
+func validMaxKeys(typ string, n int) (int, error) {
 	switch {
 	case n < 0:
-		return 0, fmt.Errorf("%w: MaxKeys is %d, want > 0 (or 0 for the default %d)", ErrInvalidConfig, n, DefaultMaxKeys)
+		return 0, invalid(typ+".MaxKeys", n, "must be >= 0 (0: 65536)")
 	case n == 0:
-		return DefaultMaxKeys, nil
+		return defaultMaxKeys, nil
 	case n > maxMaxKeys:
-		return 0, fmt.Errorf("%w: MaxKeys is %d, want <= %d", ErrInvalidConfig, n, maxMaxKeys)
+		return 0, invalid(typ+".MaxKeys", n, "must be <= "+strconv.Itoa(maxMaxKeys))
 	}
 	return n, nil
 }

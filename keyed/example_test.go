@@ -38,11 +38,11 @@ func ExampleBuckets() {
 
 func ExampleNewBuckets() {
 	_, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 5, Burst: -1}})
-	fmt.Println(errors.Is(err, keyed.ErrInvalidConfig))
+	fmt.Println(errors.Is(err, sluice.ErrInvalidConfig))
 	fmt.Println(err)
 	// Output:
 	// true
-	// keyed: invalid config: Bucket.Burst is -1, want >= 0
+	// sluice/keyed: BucketsConfig.Bucket.Burst = -1: must be >= 0
 }
 
 // Keys beyond MaxKeys share the overflow bucket: rotating keys does not buy
@@ -138,7 +138,7 @@ func ExampleMap() {
 func ExampleNew() {
 	_, err := keyed.New(keyed.Config[*rate.Bucket]{})
 	fmt.Println(err)
-	// Output: keyed: invalid config: New is required
+	// Output: sluice/keyed: Config.New: is required
 }
 
 // Get returns the key's own limiter, to call its specific methods.

@@ -41,10 +41,10 @@ func TestConfigErrors(t *testing.T) {
 		field string
 		is    error
 	}{
-		{"no New", keyed.Config[*gate]{}, "New", keyed.ErrInvalidConfig},
-		{"negative MaxKeys", keyed.Config[*gate]{New: newGate(1), MaxKeys: -1}, "MaxKeys", keyed.ErrInvalidConfig},
-		{"huge MaxKeys", keyed.Config[*gate]{New: newGate(1), MaxKeys: 1 << 31}, "MaxKeys", keyed.ErrInvalidConfig},
-		{"negative IdleTimeout", keyed.Config[*gate]{New: newGate(1), IdleTimeout: -time.Second}, "IdleTimeout", keyed.ErrInvalidConfig},
+		{"no New", keyed.Config[*gate]{}, "New", sluice.ErrInvalidConfig},
+		{"negative MaxKeys", keyed.Config[*gate]{New: newGate(1), MaxKeys: -1}, "MaxKeys", sluice.ErrInvalidConfig},
+		{"huge MaxKeys", keyed.Config[*gate]{New: newGate(1), MaxKeys: 1 << 31}, "MaxKeys", sluice.ErrInvalidConfig},
+		{"negative IdleTimeout", keyed.Config[*gate]{New: newGate(1), IdleTimeout: -time.Second}, "IdleTimeout", sluice.ErrInvalidConfig},
 		{"New fails for the overflow key", keyed.Config[*gate]{New: func(string) (*gate, error) { return nil, errBoom }}, "OverflowKey", errBoom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,8 +70,8 @@ func contains(s, sub string) bool {
 
 func TestDefaults(t *testing.T) {
 	m := mustNew(t, keyed.Config[*gate]{New: newGate(1)})
-	if got := m.Stats().MaxKeys; got != keyed.DefaultMaxKeys {
-		t.Errorf("MaxKeys = %d, want %d", got, keyed.DefaultMaxKeys)
+	if got := m.Stats().MaxKeys; got != 1<<16 {
+		t.Errorf("MaxKeys = %d, want %d", got, 1<<16)
 	}
 	if got := m.Overflow().key; got != keyed.OverflowKey {
 		t.Errorf("overflow limiter built for key %q, want OverflowKey", got)

@@ -1,33 +1,33 @@
 package netlimit
 
 import (
-	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/configerr"
 	"github.com/sluicehq/sluice/rate"
 )
 
-// ErrInvalidConfig is matched (errors.Is) by every error NewListener returns
-// for a bad Config; it wraps sluice.ErrInvalidConfig, and the message names
-// the field.
-var ErrInvalidConfig = configerr.New("netlimit: invalid config")
+// invalid is the error for a bad field: a *sluice.ConfigError, which
+// matches sluice.ErrInvalidConfig.
+func invalid(field string, v any, allowed string) error {
+	return sluice.NewConfigError("netlimit", field, v, allowed)
+}
 
-// DefaultReject is the answer written to a rejected connection when
+// defaultReject is the answer written to a rejected connection when
 // Config.Reject is nil: a complete HTTP/1.1 response that any HTTP client
 // reads as 429 and that tells it the connection is over.
-const DefaultReject = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+const defaultReject = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 // Defaults for the Config fields whose zero value means "default".
 const (
-	// DefaultRejectTimeout is net/http's own delay before it closes a
+	// defaultRejectTimeout is net/http's own delay before it closes a
 	// connection it answered with an error (its rstAvoidanceDelay): long
 	// enough for the client to read the answer before the socket closes.
-	DefaultRejectTimeout = 500 * time.Millisecond
-	DefaultMaxPending    = 1024
-	DefaultRejecters     = 4
-	DefaultRejectQueue   = 128
+	defaultRejectTimeout = 500 * time.Millisecond
+	defaultMaxPending    = 1024
+	defaultRejecters     = 4
+	defaultRejectQueue   = 128
 )
 
 // Upper bounds on the fields that size what NewListener allocates up
@@ -53,7 +53,7 @@ type Config struct {
 	// rejected with sluice.ReasonQueueFull. Size the queue with the
 	// limiter's own MaxQueue; this is the backstop for limiters whose
 	// waits are bounded by time rather than count. Default
-	// DefaultMaxPending (1024); must not be negative.
+	// defaultMaxPending (1024); must not be negative.
 	MaxPending int
 
 	// AcceptRate, if not nil, limits the rate at which connections are
@@ -76,7 +76,7 @@ type Config struct {
 	RejectOverRate bool
 
 	// Reject is written to every rejected connection before it is closed.
-	// Default (nil) DefaultReject, a bare HTTP 429. An empty non-nil slice
+	// Default (nil) a bare HTTP 429 ("HTTP/1.1 429 Too Many Requests", Connection: close, Content-Length: 0). An empty non-nil slice
 	// writes nothing: the connection is just closed.
 	Reject []byte
 	// ServerSpeaksFirst makes a rejecter write Reject as soon as it takes
@@ -90,15 +90,15 @@ type Config struct {
 	// waiting for the client's request, writing Reject, and then reading
 	// what the client still sends until it closes its side, so that
 	// closing does not reset the connection before the client has read
-	// the answer. Default DefaultRejectTimeout (500ms); must not be
+	// the answer. Default 500ms; must not be
 	// negative.
 	RejectTimeout time.Duration
 	// Rejecters is the number of goroutines that answer rejected
-	// connections. Default DefaultRejecters (4); at most MaxRejecters.
+	// connections. Default 4; at most MaxRejecters.
 	Rejecters int
 	// RejectQueue is the number of rejected connections that may wait for
 	// a rejecter; beyond it a rejected connection is closed with no
-	// answer (see Listener.Unanswered). Default DefaultRejectQueue (128);
+	// answer (see Listener.Unanswered). Default 128;
 	// at most MaxRejectQueue.
 	RejectQueue int
 }
@@ -107,30 +107,30 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.MaxPending < 0:
-		return c, fmt.Errorf("%w: MaxPending = %d, want 0 (default %d) or more", ErrInvalidConfig, c.MaxPending, DefaultMaxPending)
+		return c, invalid("Config.MaxPending", c.MaxPending, "must be >= 0 (0: "+strconv.Itoa(defaultMaxPending)+")")
 	case c.RejectTimeout < 0:
-		return c, fmt.Errorf("%w: RejectTimeout = %v, want 0 (default %v) or more", ErrInvalidConfig, c.RejectTimeout, DefaultRejectTimeout)
+		return c, invalid("Config.RejectTimeout", c.RejectTimeout, "must be >= 0 (0: "+defaultRejectTimeout.String()+")")
 	case c.Rejecters < 0 || c.Rejecters > MaxRejecters:
-		return c, fmt.Errorf("%w: Rejecters = %d, want 0 (default %d) to %d", ErrInvalidConfig, c.Rejecters, DefaultRejecters, MaxRejecters)
+		return c, invalid("Config.Rejecters", c.Rejecters, "must be 0 (default "+strconv.Itoa(defaultRejecters)+") to "+strconv.Itoa(MaxRejecters))
 	case c.RejectQueue < 0 || c.RejectQueue > MaxRejectQueue:
-		return c, fmt.Errorf("%w: RejectQueue = %d, want 0 (default %d) to %d", ErrInvalidConfig, c.RejectQueue, DefaultRejectQueue, MaxRejectQueue)
+		return c, invalid("Config.RejectQueue", c.RejectQueue, "must be 0 (default "+strconv.Itoa(defaultRejectQueue)+") to "+strconv.Itoa(MaxRejectQueue))
 	case c.RejectOverRate && c.AcceptRate == nil:
-		return c, fmt.Errorf("%w: RejectOverRate is set but AcceptRate is nil", ErrInvalidConfig)
+		return c, invalid("Config.RejectOverRate", true, "needs AcceptRate, which is nil")
 	}
 	if c.MaxPending == 0 {
-		c.MaxPending = DefaultMaxPending
+		c.MaxPending = defaultMaxPending
 	}
 	if c.RejectTimeout == 0 {
-		c.RejectTimeout = DefaultRejectTimeout
+		c.RejectTimeout = defaultRejectTimeout
 	}
 	if c.Rejecters == 0 {
-		c.Rejecters = DefaultRejecters
+		c.Rejecters = defaultRejecters
 	}
 	if c.RejectQueue == 0 {
-		c.RejectQueue = DefaultRejectQueue
+		c.RejectQueue = defaultRejectQueue
 	}
 	if c.Reject == nil {
-		c.Reject = []byte(DefaultReject)
+		c.Reject = []byte(defaultReject)
 	} else {
 		c.Reject = append([]byte{}, c.Reject...) // the caller may reuse theirs
 	}

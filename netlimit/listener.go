@@ -3,7 +3,6 @@ package netlimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -51,7 +50,7 @@ type accepted struct {
 // Close closes it.
 func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 	if inner == nil {
-		return nil, fmt.Errorf("%w: inner listener is nil", ErrInvalidConfig)
+		return nil, invalid("inner", nil, "the listener to wrap must not be nil")
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -41,8 +41,8 @@ func TestConfigErrors(t *testing.T) {
 				ln.Close()
 				t.Fatal("no error")
 			}
-			if !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, sluice.ErrInvalidConfig) {
-				t.Errorf("%v does not match ErrInvalidConfig and sluice.ErrInvalidConfig", err)
+			if !errors.Is(err, sluice.ErrInvalidConfig) || !errors.Is(err, sluice.ErrInvalidConfig) {
+				t.Errorf("%v does not match sluice.ErrInvalidConfig and sluice.ErrInvalidConfig", err)
 			}
 			if !bytes.Contains([]byte(err.Error()), []byte(tc.field)) {
 				t.Errorf("%q does not name %s", err, tc.field)
@@ -95,7 +95,7 @@ func TestBurst(t *testing.T) {
 	// The rejections arrive while no served connection has been closed:
 	// they did not wait for a slot.
 	for i := range burst - limit - queue {
-		if got := recv(t, replies, "a rejection"); got != DefaultReject {
+		if got := recv(t, replies, "a rejection"); got != defaultReject {
 			t.Fatalf("reply %d = %q, want the 429", i, got)
 		}
 	}

@@ -188,7 +188,7 @@ func TestQueueTimeoutAnswered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(reply) != DefaultReject {
+		if string(reply) != defaultReject {
 			t.Fatalf("reply %q, want the 429", reply)
 		}
 		if d := time.Since(start); d != 100*time.Millisecond {

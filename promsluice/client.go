@@ -1,8 +1,6 @@
 package promsluice
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/client"
@@ -36,7 +34,7 @@ func NewTransportCollector(name string, t *client.Transport) (*Collector, error)
 		return nil, err
 	}
 	if t == nil {
-		return nil, fmt.Errorf("%w: transport is nil", ErrInvalidConfig)
+		return nil, invalid("transport", nil, "must not be nil")
 	}
 	m := newClientMetrics(name)
 	throttled := desc("sluice_client_throttled_total", "Attempts rejected locally by the client's limiter or throttler.", name)
@@ -59,7 +57,7 @@ func NewRetrierCollector(name string, r *client.Retrier) (*Collector, error) {
 		return nil, err
 	}
 	if r == nil {
-		return nil, fmt.Errorf("%w: retrier is nil", ErrInvalidConfig)
+		return nil, invalid("retrier", nil, "must not be nil")
 	}
 	m := newClientMetrics(name)
 	return &Collector{

@@ -1,19 +1,19 @@
 package promsluice
 
 import (
-	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/configerr"
 )
 
-// ErrInvalidConfig is matched (errors.Is) by every error a constructor
-// returns for a bad argument; it wraps sluice.ErrInvalidConfig, and the
-// message names the argument.
-var ErrInvalidConfig = configerr.New("promsluice: invalid config")
+// invalid is the error for a bad argument: a *sluice.ConfigError, which
+// matches sluice.ErrInvalidConfig.
+func invalid(field string, v any, allowed string) error {
+	return sluice.NewConfigError("promsluice", field, v, allowed)
+}
 
 // Source is what NewCollector reads at each scrape. Every sluice.Limiter
 // and a netlimit.Listener are Sources. Stats must be cheap and safe for
@@ -37,7 +37,7 @@ func NewCollector(name string, src Source) (*Collector, error) {
 		return nil, err
 	}
 	if src == nil {
-		return nil, fmt.Errorf("%w: source is nil", ErrInvalidConfig)
+		return nil, invalid("source", nil, "must not be nil")
 	}
 	m := newLimiterMetrics(name)
 	return &Collector{
@@ -66,10 +66,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 func checkName(name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: name is empty; it is the limiter label's value", ErrInvalidConfig)
+		return invalid("name", nil, "must not be empty: it is the limiter label's value")
 	}
 	if !utf8.ValidString(name) {
-		return fmt.Errorf("%w: name %q is not valid UTF-8", ErrInvalidConfig, name)
+		return invalid("name", strconv.Quote(name), "must be valid UTF-8")
 	}
 	return nil
 }

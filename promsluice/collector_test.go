@@ -295,8 +295,9 @@ func TestConstructorErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.err()
-			if !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, sluice.ErrInvalidConfig) {
-				t.Fatalf("%v does not match ErrInvalidConfig", err)
+			var ce *sluice.ConfigError
+			if !errors.Is(err, sluice.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Package != "promsluice" {
+				t.Fatalf("%v is not a promsluice *sluice.ConfigError", err)
 			}
 			if !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("%q does not name %s", err, tc.field)

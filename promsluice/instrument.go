@@ -2,7 +2,6 @@ package promsluice
 
 import (
 	"context"
-	"fmt"
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +40,7 @@ type Limiter struct {
 // histogram's count is the admissions made through the wrapper.
 func Instrument(name string, l sluice.Limiter, opts ...Option) (*Limiter, *Collector, error) {
 	if l == nil {
-		return nil, nil, fmt.Errorf("%w: limiter is nil", ErrInvalidConfig)
+		return nil, nil, invalid("limiter", nil, "must not be nil")
 	}
 	o := options{buckets: prometheus.DefBuckets}
 	for _, opt := range opts {
@@ -65,11 +64,11 @@ func Instrument(name string, l sluice.Limiter, opts ...Option) (*Limiter, *Colle
 
 func checkBuckets(b []float64) error {
 	if len(b) == 0 {
-		return fmt.Errorf("%w: Buckets is empty", ErrInvalidConfig)
+		return invalid("Buckets(upper)", nil, "must not be empty")
 	}
 	for i, v := range b {
 		if math.IsNaN(v) || (i > 0 && v <= b[i-1]) {
-			return fmt.Errorf("%w: Buckets = %v, want strictly increasing bounds", ErrInvalidConfig, b)
+			return invalid("Buckets(upper)", b, "must be strictly increasing bounds")
 		}
 	}
 	return nil

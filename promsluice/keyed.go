@@ -1,8 +1,6 @@
 package promsluice
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/keyed"
@@ -22,7 +20,7 @@ func NewKeyedCollector(name string, src KeyedSource) (*Collector, error) {
 		return nil, err
 	}
 	if src == nil {
-		return nil, fmt.Errorf("%w: source is nil", ErrInvalidConfig)
+		return nil, invalid("source", nil, "must not be nil")
 	}
 	m := newLimiterMetrics(name)
 	keys := desc("sluice_keys", "Live keys in a per-key limiter.", name)

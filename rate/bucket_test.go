@@ -35,18 +35,18 @@ func TestNewBucketErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := NewBucket(tt.cfg)
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
-			t.Errorf("NewBucket(%+v) = %v, want an ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
+		if !errors.Is(err, sluice.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("NewBucket(%+v) = %v, want an sluice.ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
 		}
 	}
 	b := mustBucket(t, Config{Rate: 1, Burst: 1})
-	if err := b.SetRate(math.NaN()); !errors.Is(err, ErrInvalidConfig) {
+	if err := b.SetRate(math.NaN()); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Errorf("SetRate(NaN) = %v", err)
 	}
-	if err := b.SetBurst(-3); !errors.Is(err, ErrInvalidConfig) {
+	if err := b.SetBurst(-3); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Errorf("SetBurst(-3) = %v", err)
 	}
-	if err := b.SetMaxWait(-1); !errors.Is(err, ErrInvalidConfig) {
+	if err := b.SetMaxWait(-1); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Errorf("SetMaxWait(-1) = %v", err)
 	}
 	if got := b.Config(); got != (Config{Rate: 1, Burst: 1}) {

@@ -1,18 +1,13 @@
 package rate
 
 import (
-	"fmt"
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clock"
-	"github.com/sluicehq/sluice/internal/configerr"
 	"github.com/sluicehq/sluice/internal/gcra"
 )
-
-// ErrInvalidConfig is matched (errors.Is) by every error about a bad Config
-// field or setter argument.
-var ErrInvalidConfig = configerr.New("invalid config")
 
 // Config configures a Bucket. The zero Config is a bucket that admits
 // nothing.
@@ -41,22 +36,28 @@ func (c Config) validate() error {
 	if err := validBurst(c.Burst); err != nil {
 		return err
 	}
-	if c.MaxWait < 0 {
-		return fmt.Errorf("rate: Config.MaxWait is negative (%v): %w", c.MaxWait, ErrInvalidConfig)
+	return validMaxWait(c.MaxWait)
+}
+
+// A bad field or setter argument is a *sluice.ConfigError (it matches
+// sluice.ErrInvalidConfig).
+func validMaxWait(d time.Duration) error {
+	if d < 0 {
+		return sluice.NewConfigError("rate", "Config.MaxWait", d, "must be >= 0 (0: only the context's deadline bounds a wait)")
 	}
 	return nil
 }
 
 func validRate(r float64) error {
 	if math.IsNaN(r) || r < 0 {
-		return fmt.Errorf("rate: Config.Rate must be >= 0, got %v: %w", r, ErrInvalidConfig)
+		return sluice.NewConfigError("rate", "Config.Rate", r, "must be >= 0 (+Inf for no limit)")
 	}
 	return nil
 }
 
 func validBurst(b int) error {
 	if b < 0 {
-		return fmt.Errorf("rate: Config.Burst must be >= 0, got %d: %w", b, ErrInvalidConfig)
+		return sluice.NewConfigError("rate", "Config.Burst", b, "must be >= 0")
 	}
 	return nil
 }
@@ -112,8 +113,8 @@ func (b *Bucket) SetBurstAt(now time.Time, n int) error {
 
 // SetMaxWait changes Config.MaxWait for later waits.
 func (b *Bucket) SetMaxWait(d time.Duration) error {
-	if d < 0 {
-		return fmt.Errorf("rate: Config.MaxWait is negative (%v): %w", d, ErrInvalidConfig)
+	if err := validMaxWait(d); err != nil {
+		return err
 	}
 	b.reconfigure(0, true, func(c *Config) { c.MaxWait = d })
 	return nil

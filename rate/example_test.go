@@ -35,9 +35,9 @@ func ExampleNewBucket() {
 func ExampleNewBucket_invalid() {
 	_, err := rate.NewBucket(rate.Config{Rate: -5, Burst: 1})
 	fmt.Println(err)
-	fmt.Println(errors.Is(err, rate.ErrInvalidConfig))
+	fmt.Println(errors.Is(err, sluice.ErrInvalidConfig))
 	// Output:
-	// rate: Config.Rate must be >= 0, got -5: invalid config
+	// sluice/rate: Config.Rate = -5: must be >= 0 (+Inf for no limit)
 	// true
 }
 

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -73,20 +76,65 @@ func (p *Policy) overrideLimits(initial, minL, maxL *int) {
 	}
 }
 
-func newAlgorithm(p *Policy) (adaptive.Algorithm, error) {
-	switch p.algorithm() {
-	case AIMD:
-		c := p.AIMD
-		p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
-		return adaptive.NewAIMD(c)
-	case Vegas:
-		c := p.Vegas
-		p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
-		return adaptive.NewVegas(c)
+// algorithm is one adaptive algorithm an adaptive policy can select: its
+// entry in algorithms.
+type algorithm struct {
+	// configured reports whether the policy sets this algorithm's config
+	// field (which only a policy selecting it may do).
+	configured func(p *Policy) bool
+	// build makes the algorithm from the policy's config field, with the
+	// policy's limits applied (overrideLimits).
+	build func(p *Policy) (adaptive.Algorithm, error)
+}
+
+// algorithms is the registry of adaptive algorithms, by the name a
+// scenario's algorithm field gives. Adding one is an entry here and its
+// config field on Policy.
+var algorithms = map[AlgorithmKind]algorithm{
+	AIMD: {
+		func(p *Policy) bool { return p.AIMD != (adaptive.AIMDConfig{}) },
+		func(p *Policy) (adaptive.Algorithm, error) {
+			c := p.AIMD
+			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
+			return adaptive.NewAIMD(c)
+		},
+	},
+	Vegas: {
+		func(p *Policy) bool { return p.Vegas != (adaptive.VegasConfig{}) },
+		func(p *Policy) (adaptive.Algorithm, error) {
+			c := p.Vegas
+			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
+			return adaptive.NewVegas(c)
+		},
+	},
+	Gradient2: {
+		func(p *Policy) bool { return p.Gradient2 != (adaptive.Gradient2Config{}) },
+		func(p *Policy) (adaptive.Algorithm, error) {
+			c := p.Gradient2
+			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
+			return adaptive.NewGradient2(c)
+		},
+	},
+}
+
+// algorithmNames lists the registry's names, sorted, for error messages.
+func algorithmNames() string {
+	names := make([]string, 0, len(algorithms))
+	for k := range algorithms {
+		names = append(names, string(k))
 	}
-	c := p.Gradient2
-	p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
-	return adaptive.NewGradient2(c)
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// newAlgorithm builds the policy's algorithm; validate has checked that the
+// name is in algorithms.
+func newAlgorithm(p *Policy) (adaptive.Algorithm, error) {
+	a, ok := algorithms[p.algorithm()]
+	if !ok {
+		return nil, fmt.Errorf("unknown algorithm %q (%s)", p.algorithm(), algorithmNames())
+	}
+	return a.build(p)
 }
 
 func (p *corePolicy) arrive(now int64, id int32, r *request) {

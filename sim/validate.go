@@ -3,10 +3,11 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 )
 
@@ -217,10 +218,8 @@ func (p *Policy) validate(f string) error {
 		}
 		queueing = true
 	case Adaptive:
-		switch p.Algorithm {
-		case "", AIMD, Vegas, Gradient2:
-		default:
-			return bad(f+".algorithm", "unknown algorithm %q (aimd, vegas, gradient2)", p.Algorithm)
+		if _, ok := algorithms[p.algorithm()]; !ok {
+			return bad(f+".algorithm", "unknown algorithm %q (%s)", p.Algorithm, algorithmNames())
 		}
 		if p.Limit < 0 || p.MinLimit < 0 || p.MaxLimit < 0 {
 			return bad(f+".limit", "limits must be >= 0 (0: the algorithm's default)")
@@ -244,16 +243,9 @@ func (p *Policy) validate(f string) error {
 	if p.Kind != Adaptive && (p.Algorithm != "" || p.MinLimit != 0 || p.MaxLimit != 0) {
 		return bad(f+".algorithm", "algorithm, min_limit and max_limit apply only to adaptive")
 	}
-	for _, a := range []struct {
-		name  AlgorithmKind
-		isSet bool
-	}{
-		{AIMD, p.AIMD != (adaptive.AIMDConfig{})},
-		{Vegas, p.Vegas != (adaptive.VegasConfig{})},
-		{Gradient2, p.Gradient2 != (adaptive.Gradient2Config{})},
-	} {
-		if a.isSet && (p.Kind != Adaptive || p.algorithm() != a.name) {
-			return bad(f+"."+string(a.name), "applies only to an adaptive policy with algorithm %s", a.name)
+	for _, name := range slices.Sorted(maps.Keys(algorithms)) {
+		if algorithms[name].configured(p) && (p.Kind != Adaptive || p.algorithm() != name) {
+			return bad(f+"."+string(name), "applies only to an adaptive policy with algorithm %s", name)
 		}
 	}
 	if p.Kind == Adaptive {

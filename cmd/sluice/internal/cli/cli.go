@@ -6,8 +6,8 @@
 // unknown subcommand or flag, an invalid scenario file). On exit code 2
 // nothing ran.
 //
-// To add a subcommand, add an entry to commands: a name, a one-line summary
-// and a run function that parses its own flags with newFlagSet.
+// To add a subcommand, write its run function in a file of its own and add
+// one line to commands.
 package cli
 
 import (
@@ -32,23 +32,25 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
+// command is one subcommand. run defines its flags on fs (which prints the
+// command's usage on -h and reports errors instead of exiting) and parses
+// args with parse.
 type command struct {
 	name    string
 	args    string // synopsis of the arguments, for usage
 	summary string
-	run     func(e env, args []string) int
+	run     func(e env, fs *flag.FlagSet, args []string) int
 }
 
-// commandList is the subcommand table, in the order usage lists them. It is
-// a function, not a variable, because help refers to it: a variable would be
-// an initialization cycle.
-func commandList() []command {
-	return []command{
-		{"sim", "[flags] SCENARIO.yaml", "run a scenario in virtual time and compare its policies", runSim},
-		{"version", "", "print the version", runVersion},
-		{"help", "[COMMAND]", "show help for the command or a subcommand", runHelp},
-	}
+// commands is the subcommand table, in the order usage lists them. help is
+// not in it: it reads the table, and Main answers it before looking here.
+var commands = []command{
+	{"sim", "[flags] SCENARIO.yaml", "run a scenario in virtual time and compare its policies", runSim},
+	{"version", "", "print the version", runVersion},
 }
+
+// help is listed after commands.
+var help = command{name: "help", args: "[COMMAND]", summary: "show help for the command or a subcommand"}
 
 // Main runs the sluice command with args (without the program name) and
 // returns the process exit code.
@@ -64,10 +66,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return ExitOK
 	}
-	for _, c := range commandList() {
-		if c.name == name {
-			return c.run(e, args[1:])
-		}
+	if name == help.name {
+		return runHelp(e, args[1:])
+	}
+	if c, ok := lookup(name); ok {
+		return c.run(e, newFlagSet(e, c), args[1:])
 	}
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", name)
 	usage(stderr)
@@ -85,7 +88,7 @@ Commands:
 
 `)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, c := range commandList() {
+	for _, c := range append(commands[:len(commands):len(commands)], help) {
 		fmt.Fprintf(tw, "\t%s\t%s\n", c.name, c.summary)
 	}
 	tw.Flush()
@@ -105,19 +108,31 @@ func runHelp(e env, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice help: want at most one command, got %q\n", args)
 		return ExitUsage
 	}
-	for _, c := range commandList() {
-		if c.name == args[0] {
-			// Each command prints its own usage on -h.
-			c.run(env{stdout: e.stdout, stderr: e.stdout}, []string{"-h"})
-			return ExitOK
-		}
+	if args[0] == help.name {
+		usage(e.stdout)
+		return ExitOK
+	}
+	if c, ok := lookup(args[0]); ok {
+		// Each command prints its own usage on -h.
+		out := env{stdout: e.stdout, stderr: e.stdout}
+		c.run(out, newFlagSet(out, c), []string{"-h"})
+		return ExitOK
 	}
 	fmt.Fprintf(e.stderr, "sluice help: unknown command %q\n", args[0])
 	return ExitUsage
 }
 
-func runVersion(e env, args []string) int {
-	fs := newFlagSet(e, "version")
+// lookup finds the subcommand called name in commands.
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func runVersion(e env, fs *flag.FlagSet, args []string) int {
 	if _, code, ok := parse(fs, args, 0); !ok {
 		return code
 	}
@@ -156,15 +171,9 @@ func version() string {
 	return s + " " + bi.GoVersion
 }
 
-// newFlagSet returns a flag set for the named command that reports errors
-// instead of exiting, and prints the command's usage and flags on -h.
-func newFlagSet(e env, name string) *flag.FlagSet {
-	var c command
-	for _, c = range commandList() {
-		if c.name == name {
-			break
-		}
-	}
+// newFlagSet returns a flag set for c that reports errors instead of
+// exiting, and prints the command's usage and flags on -h.
+func newFlagSet(e env, c command) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice "+c.name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {

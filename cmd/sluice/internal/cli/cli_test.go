@@ -204,7 +204,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"a.yaml", "-json"}, true, "a.yaml"},
 		{[]string{"--", "-json"}, false, "-json"}, // after "--", a file named -json
 	} {
-		fs := newFlagSet(env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}, "sim")
+		c, _ := lookup("sim")
+		fs := newFlagSet(env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}, c)
 		j := fs.Bool("json", false, "")
 		pos, _, ok := parse(fs, tc.args, 1)
 		if !ok || *j != tc.json || len(pos) != 1 || pos[0] != tc.pos {
@@ -238,5 +239,20 @@ func TestSimSeedAndDuration(t *testing.T) {
 	}
 	if r.DurationS != 5 || r.Seed != 11 || len(r.Policies[0].Series) != 5 {
 		t.Errorf("duration %v s, seed %d, %d points; want 5 s, seed 11, 5 points", r.DurationS, r.Seed, len(r.Policies[0].Series))
+	}
+}
+
+// TestEveryCommandHasHelp: a line added to commands is enough for usage
+// and "sluice help NAME" to know the subcommand.
+func TestEveryCommandHasHelp(t *testing.T) {
+	_, usageOut, _ := run("help")
+	for _, c := range append(commands, help) {
+		if !strings.Contains(usageOut, "\n  "+c.name+" ") {
+			t.Errorf("usage does not list %s:\n%s", c.name, usageOut)
+		}
+		code, out, _ := run("help", c.name)
+		if code != ExitOK || !strings.Contains(out, "sluice "+c.name) {
+			t.Errorf("help %s: exit %d:\n%s", c.name, code, out)
+		}
 	}
 }

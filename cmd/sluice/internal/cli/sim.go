@@ -11,8 +11,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 )
 
-func runSim(e env, args []string) int {
-	fs := newFlagSet(e, "sim")
+func runSim(e env, fs *flag.FlagSet, args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
 	plotPath := fs.String("plot", "", "also draw goodput, latency and limit over time into `FILE` (.svg or .png)")
 	seed := fs.Uint64("seed", 0, "override the scenario's random seed (0: keep the file's)")
