@@ -18,6 +18,7 @@ staticcheck:
 gotest:
 	@for m in $(MODULES); do echo "== go test ($$m)"; (cd $$m && go test $(GOFLAGS_TEST) ./...) || exit 1; done
 
-# Comparison benchmarks, side by side in one run (see docs/benchmarks.md).
+# Comparison benchmarks, side by side, and the sluice/anchor ratio table
+# (see docs/benchmarks.md); raw output for benchstat in bench/bench.txt.
 bench:
-	cd bench && go test -run '^$$' -bench . -benchmem -count 5 ./...
+	cd bench && go run ./cmd/ratios -count 6 -cpu 2,4,8 -benchtime 300ms -out bench.txt

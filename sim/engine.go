@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -61,6 +62,10 @@ type engine struct {
 
 	wakePending bool
 	wakeAt      int64
+
+	// full is set when more than maxLive requests are alive at once: the
+	// run stops and reports where they were (overflow).
+	full bool
 }
 
 func newEngine(sc *Scenario, pi int) (*engine, error) {
@@ -162,7 +167,7 @@ func (e *engine) next() (event, bool) {
 }
 
 func (e *engine) run() {
-	for {
+	for !e.full {
 		ev, ok := e.next()
 		if !ok {
 			return
@@ -243,6 +248,9 @@ func (e *engine) alloc() (int32, *request) {
 		id = e.free[n-1]
 		e.free = e.free[:n-1]
 	} else {
+		if e.npool >= maxLive {
+			e.full = true // run stops after this event
+		}
 		if int(e.npool)%chunkSize == 0 {
 			e.pool = append(e.pool, make([]request, chunkSize))
 		}
@@ -375,6 +383,26 @@ func (e *engine) fail(id int32, r *request) {
 		e.clientBusy--
 	}
 	e.maybeFree(id, r)
+}
+
+// overflow is the error of a run stopped by full, naming the field that
+// let the requests pile up where most of them were.
+func (e *engine) overflow(pi int) error {
+	queued, atOrigin := e.pol.queued(), e.org.live+e.org.busy
+	field, where := "load.rate", "waiting for clients' retries or in flight"
+	switch {
+	case queued >= atOrigin && queued >= e.inFlight:
+		field, where = fmt.Sprintf("policies[%d].queue", pi), "queued in the policy"
+		if e.sc.Policies[pi].Kind == TokenBucket {
+			field = fmt.Sprintf("policies[%d].max_wait", pi)
+		}
+	case e.org.live >= e.inFlight/2:
+		field, where = "origin.queue", "queued at the origin"
+	case e.sc.Policies[pi].Kind == None:
+		field, where = fmt.Sprintf("policies[%d].kind", pi), "in flight with no limit"
+	}
+	return bad(field, "more than %d requests alive at once at %v (most %s), more than a run may hold in memory: bound the queue, set a timeout or lower the load",
+		maxLive, time.Duration(e.now), where)
 }
 
 func (e *engine) closeInterval() {

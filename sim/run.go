@@ -41,6 +41,9 @@ func runPolicy(s *Scenario, i int) (PolicyResult, error) {
 		return PolicyResult{}, &FieldError{Field: fmt.Sprintf("policies[%d]", i), Problem: err.Error()}
 	}
 	e.run()
+	if e.full {
+		return PolicyResult{}, e.overflow(i)
+	}
 	name := p.Name
 	if name == "" {
 		name = string(p.Kind)

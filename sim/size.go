@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"fmt"
 	"time"
 )
 
@@ -17,6 +18,14 @@ const (
 	maxTotalPoints   = 10 * maxPoints
 	maxTotalRequests = 5 * maxRequests
 	maxDuration      = 100 * 365 * 24 * time.Hour
+
+	// maxLive bounds the requests alive at once in one policy's run
+	// (waiting in the policy, at the origin, or held by a client between
+	// retries). Each holds about 200 bytes: its record, its deadline event,
+	// its entry in the policy's and the origin's queues, and the slack of
+	// the slices that grow to hold them. A bound on requests sent is not
+	// enough: 10 million requests queued behind a limit of 1 took 2 GB.
+	maxLive = 1_000_000
 )
 
 // checkDuration refuses a negative duration or one past maxDuration.
@@ -66,10 +75,74 @@ func (s *Scenario) checkSize() error {
 		return bad("duration", "%v at up to %g requests per second (with bursts and retries) is up to %.3g requests per policy, more than the %d a run may simulate: shorten the duration or lower the load",
 			s.Duration, peak, requests, maxRequests)
 	}
+	for i := range s.Policies {
+		if err := s.checkWaiting(i, peak, requests); err != nil {
+			return err
+		}
+	}
 	n := int64(len(s.Policies))
 	if points*n > maxTotalPoints || requests*float64(n) > maxTotalRequests {
 		return bad("policies", "%d policies of %d points and up to %.3g requests each are more than the %d points and %d requests a whole run may have: compare fewer policies or shorten the run",
 			n, points, requests, maxTotalPoints, maxTotalRequests)
 	}
 	return nil
+}
+
+// checkWaiting refuses a policy whose queue could hold more than maxLive
+// requests at once: its bound when it has one, else what arrives within
+// its longest wait (max_wait, or the client's timeout, which takes a
+// request out of the queue), else every request of the run.
+func (s *Scenario) checkWaiting(i int, peak, requests float64) error {
+	p := &s.Policies[i]
+	f := fmt.Sprintf("policies[%d]", i)
+	waiting := requests
+	switch p.Kind {
+	case Concurrency, Adaptive, Ticker:
+		f += ".queue"
+		if p.Queue != Unbounded {
+			waiting = min(waiting, float64(p.Queue))
+		}
+		if w := longestWait(p.MaxWait, s.Load.Timeout); w > 0 {
+			waiting = min(waiting, s.arrivingWithin(w, peak))
+		}
+	case TokenBucket:
+		// A reservation waits at most MaxWait, so the bucket lends at
+		// most MaxWait's worth of tokens beyond its burst.
+		f += ".max_wait"
+		waiting = min(waiting, p.Rate*p.MaxWait.Seconds()+float64(max(p.Burst, 1)))
+	default:
+		return nil
+	}
+	if waiting > maxLive {
+		return bad(f, "up to %.3g requests could wait in this policy at once, more than the %d a run may hold in memory: bound the queue, or set max_wait or load.timeout",
+			waiting, maxLive)
+	}
+	return nil
+}
+
+// longestWait is how long a request may wait in a policy's queue: the
+// shorter of max_wait and the client's timeout, 0 when neither is set.
+func longestWait(maxWait, timeout time.Duration) time.Duration {
+	switch {
+	case maxWait == 0:
+		return timeout
+	case timeout == 0:
+		return maxWait
+	}
+	return min(maxWait, timeout)
+}
+
+// arrivingWithin bounds the requests that arrive within any window of
+// length w: the peak rate over it, every burst that fits in it, retries.
+func (s *Scenario) arrivingWithin(w time.Duration, peak float64) float64 {
+	l := &s.Load
+	n := peak * w.Seconds()
+	if b := l.Bursts; b.Size > 0 {
+		bursts := float64(b.Count)
+		if b.Every > 0 {
+			bursts = min(bursts, float64(w/b.Every+1))
+		}
+		n += float64(b.Size) * bursts
+	}
+	return (n + 1) * float64(1+l.Retries.Max)
 }

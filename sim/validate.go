@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -45,11 +46,17 @@ func (s *Scenario) Validate() error {
 	if s.Interval < 0 {
 		return bad("interval", "must be >= 0 (0: 1s), got %v", s.Interval)
 	}
+	// Rates are counts over a window: one shorter than an interval would
+	// make a rate of a few requests in a nanosecond (1e9 per second).
+	interval := cmp.Or(s.Interval, time.Second)
 	if s.Interval > s.Duration {
 		return bad("interval", "must be <= duration (%v), got %v", s.Duration, s.Interval)
 	}
-	if s.Warmup < 0 || s.Warmup >= s.Duration {
-		return bad("warmup", "must be in [0, duration), got %v", s.Warmup)
+	if s.Duration < interval {
+		return bad("duration", "must be at least one interval (%v), got %v", interval, s.Duration)
+	}
+	if s.Warmup < 0 || s.Warmup > s.Duration-interval {
+		return bad("warmup", "must be in [0, duration - interval] (%v): the summary needs at least one interval, got %v", s.Duration-interval, s.Warmup)
 	}
 	if err := s.Origin.validate(); err != nil {
 		return err

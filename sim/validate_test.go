@@ -31,6 +31,9 @@ func TestValidate(t *testing.T) {
 		{"interval", func(s *Scenario) { s.Interval = -time.Second }},
 		{"interval", func(s *Scenario) { s.Interval = time.Minute }},
 		{"warmup", func(s *Scenario) { s.Warmup = s.Duration }},
+		// Shorter than one interval: a rate over 1 ns is 1e9 per second.
+		{"duration", func(s *Scenario) { s.Duration = time.Nanosecond }},
+		{"warmup", func(s *Scenario) { s.Warmup = s.Duration - time.Millisecond }},
 		{"origin.workers", func(s *Scenario) { s.Origin.Workers = 0 }},
 		{"origin.queue", func(s *Scenario) { s.Origin.Queue = -2 }},
 		{"origin.timeout", func(s *Scenario) { s.Origin.Timeout = -1 }},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/sluicehq/sluice/sim"
 	"gonum.org/v1/plot/vg"
@@ -365,5 +366,34 @@ func TestFromSimKnowsEverySummaryField(t *testing.T) {
 			"Queued": true, "OriginBusy": true, "OriginQ": true}[f.Name] {
 			t.Errorf("sim.Point.%s is not in the report: map it in FromSim (and docs/scenarios.md)", f.Name)
 		}
+	}
+}
+
+// TestTableNamesPrintable: names come from a file; a terminal escape or a
+// bidirectional-text control in one must not reach the terminal.
+func TestTableNamesPrintable(t *testing.T) {
+	r := sample()
+	r.Scenario = "demo\x1b]0;pwned\x07"
+	r.Policies[0].Name = "none\u202Eevil"
+	r.Policies[1].Name = "tab\there"
+	r.Policies[0].Phases = []Phase{{ToS: 2}, {FromS: 2, ToS: 4}}
+	r.Policies[1].Phases = r.Policies[0].Phases
+	var buf bytes.Buffer
+	if err := Table(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, c := range out {
+		if c != '\n' && !unicode.IsPrint(c) {
+			t.Fatalf("table holds %U:\n%q", c, out)
+		}
+	}
+	for _, want := range []string{`"demo\x1b]0;pwned\a"`, `"none\u202eevil"`, `"tab\there"`} {
+		if strings.Count(out, want) < 1 {
+			t.Errorf("table lacks the escaped name %s:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, `"none\u202eevil"`) != 2 {
+		t.Errorf("the phase table does not escape the name:\n%s", out)
 	}
 }

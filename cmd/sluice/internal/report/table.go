@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Table writes r as a summary table, one row per policy:
@@ -25,7 +27,7 @@ import (
 // admitted within it.
 func Table(w io.Writer, r *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "scenario %s: %s simulated, seed %d", r.Scenario, fmtSeconds(r.DurationS), r.Seed)
+	fmt.Fprintf(&b, "scenario %s: %s simulated, seed %d", printable(r.Scenario), fmtSeconds(r.DurationS), r.Seed)
 	if len(r.Policies) > 0 {
 		fmt.Fprintf(&b, ", capacity %s rps", fmtRate(r.Policies[0].Summary.CapacityRPS))
 	}
@@ -44,7 +46,7 @@ func Table(w io.Writer, r *Report) error {
 	for _, p := range r.Policies {
 		s := p.Summary
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s",
-			p.Name, fmtRate(s.OfferedRPS), fmtRate(s.GoodputRPS), fmtPct(s.GoodputPct, s.CapacityRPS), fmtRate(s.ThroughputRPS),
+			printable(p.Name), fmtRate(s.OfferedRPS), fmtRate(s.GoodputRPS), fmtPct(s.GoodputPct, s.CapacityRPS), fmtRate(s.ThroughputRPS),
 			fmtLatency(s.Success.P50, s.Success.Count), fmtLatency(s.Success.P99, s.Success.Count),
 			fmtLatency(s.Success.P999, s.Success.Count), s.Timeouts, s.Refused+s.OriginTimeouts,
 			fmtRejected(s), fmtLatency(s.Rejection.P99, s.Rejection.Count))
@@ -83,7 +85,7 @@ func phaseTable(b *strings.Builder, r *Report) error {
 	}
 	fmt.Fprintln(tw)
 	for _, p := range r.Policies {
-		fmt.Fprint(tw, p.Name)
+		fmt.Fprint(tw, printable(p.Name))
 		for _, ph := range p.Phases {
 			fmt.Fprintf(tw, "\t%s (%s)", fmtRate(ph.GoodputRPS), fmtPct(ph.GoodputPct, ph.CapacityRPS))
 		}
@@ -154,4 +156,17 @@ func sig3(v float64) string {
 
 func fmtSeconds(s float64) string {
 	return strconv.FormatFloat(s, 'f', -1, 64) + "s"
+}
+
+// printable returns s as it is when every character is printable, else
+// quoted with escapes (strconv.Quote): a name comes from a file, and must
+// not send terminal escapes or bidirectional-text controls (which reorder
+// what the reader sees) to the terminal, nor a tab into the table.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
