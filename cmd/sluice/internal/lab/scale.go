@@ -80,10 +80,10 @@ func scaleDist(x sim.Dist, k float64) sim.Dist {
 func materializeDefaults(p *sim.Policy) {
 	if p.Discipline == concurrency.CoDel || p.Discipline == concurrency.AdaptiveLIFO {
 		if p.CoDelTarget == 0 {
-			p.CoDelTarget = concurrency.DefaultCoDelTarget
+			p.CoDelTarget = 5 * time.Millisecond // concurrency.Config's documented default
 		}
 		if p.CoDelInterval == 0 {
-			p.CoDelInterval = concurrency.DefaultCoDelInterval
+			p.CoDelInterval = 100 * time.Millisecond // concurrency.Config's documented default
 		}
 	}
 	if p.Kind != sim.Adaptive {

@@ -158,6 +158,9 @@ type Point struct {
 	CapacityRPS   float64            `json:"capacity_rps"`
 	P50Ms         float64            `json:"p50_ms"`
 	P99Ms         float64            `json:"p99_ms"`
+	// P95Ms is present when the run measured it per interval (the lab's
+	// load generator does; the simulator's series has p50 and p99).
+	P95Ms float64 `json:"p95_ms,omitempty"`
 	// Limit is the policy's limit (requests in flight, or per second for a
 	// rate limit; 0 when there is none); InFlight the requests it admitted
 	// and has not released; Queued those waiting in it.
