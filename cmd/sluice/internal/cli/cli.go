@@ -46,6 +46,7 @@ type command struct {
 // not in it: it reads the table, and Main answers it before looking here.
 var commands = []command{
 	{"sim", "[flags] SCENARIO.yaml", "run a scenario in virtual time and compare its policies", runSim},
+	{"lab", "[flags] [SCENARIO.yaml ...] | capacity [flags] URL", "run the seeds' experiments on loopback sockets and in the simulator, side by side, into an HTML report", runLab},
 	{"version", "", "print the version", runVersion},
 }
 

@@ -19,7 +19,8 @@ import (
 // RealFunc runs a scenario's policies on real sockets and reports them in
 // the simulator's model; within is the file's report.within. RunReal is the
 // lab's; tests may pass their own.
-type RealFunc func(ctx context.Context, s sim.Scenario, within time.Duration) (*report.Report, error)
+// With oneAtATime the policies run one after the other.
+type RealFunc func(ctx context.Context, s sim.Scenario, within time.Duration, oneAtATime bool) (*report.Report, error)
 
 // Options configures Run.
 type Options struct {
@@ -77,6 +78,9 @@ func Plan(exps []Experiment, timeScale float64) ([]Planned, error) {
 		}
 		e.TimeScale = k
 		s = Scale(s, k)
+		if e.LoadScale > 0 && e.LoadScale < 1 {
+			s = ScaleLoad(s, e.LoadScale)
+		}
 		if err := s.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: at time scale %v: %w", e.File, k, err)
 		}
@@ -133,7 +137,7 @@ func Run(ctx context.Context, plan []Planned, opts Options) (*Result, error) {
 		x.Sim.File = p.File
 		if opts.Real != nil {
 			fmt.Fprintf(progress, "lab: %s: on sockets, %d policies for %v\n", p.Name, len(p.Scenario.Policies), p.Scenario.Duration)
-			real, err := opts.Real(ctx, p.Scenario, p.Within)
+			real, err := opts.Real(ctx, p.Scenario, p.Within, p.OneAtATime)
 			if ctx.Err() != nil {
 				res.Experiments = append(res.Experiments, x)
 				res.ElapsedS = time.Since(start).Seconds()

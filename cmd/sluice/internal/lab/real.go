@@ -23,13 +23,13 @@ import (
 // only for the policies that never fail a request (no retry would happen).
 var ErrNotOnSockets = errors.New("not run on sockets")
 
-// RunReal runs every policy of s at once, each on loopback sockets of its
+// RunReal runs every policy of s, at once or one at a time, each on loopback sockets of its
 // own: an origin (package origin, the simulator's model on a real clock),
 // the policy in front of it through the httplimit middleware, and an
 // open-loop load generator (package load) playing s.Load. It reports them
 // in the simulator's model. s is already scaled; within is the report's
 // "served within" bound.
-func RunReal(ctx context.Context, s sim.Scenario, within time.Duration) (*report.Report, error) {
+func RunReal(ctx context.Context, s sim.Scenario, within time.Duration, oneAtATime bool) (*report.Report, error) {
 	interval := s.Interval
 	if interval == 0 {
 		interval = time.Second
@@ -42,6 +42,12 @@ func RunReal(ctx context.Context, s sim.Scenario, within time.Duration) (*report
 	errs := make([]error, len(s.Policies))
 	var wg sync.WaitGroup
 	for i := range s.Policies {
+		if oneAtATime {
+			if ctx.Err() == nil {
+				results[i], errs[i] = runPolicy(ctx, s, i, interval, within)
+			}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -57,7 +63,9 @@ func RunReal(ctx context.Context, s sim.Scenario, within time.Duration) (*report
 			}
 			continue
 		}
-		r.Policies = append(r.Policies, *p)
+		if p != nil { // nil: not run, the lab was stopped first
+			r.Policies = append(r.Policies, *p)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return r, err
@@ -99,7 +107,9 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: fr, ReadHeaderTimeout: 5 * time.Second}
+	// IdleTimeout closes the connections a burst opened once it is over, so
+	// that five policies under load do not run the process out of files.
+	srv := &http.Server{Handler: fr, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Second}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

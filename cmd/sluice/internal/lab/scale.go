@@ -100,3 +100,29 @@ func materializeDefaults(p *sim.Policy) {
 		}
 	}
 }
+
+// ScaleLoad returns s with the load's schedule alone shortened by k: the
+// duration, warm-up and series interval, the steps' and bursts' times. The
+// origin (its service times and changes), the policies and the client
+// timeout keep their values, so the same rates are offered, each for less
+// time. Use it for a scenario whose figures are per offered rate (a ramp),
+// not for one whose origin changes in time. k = 1 returns s.
+func ScaleLoad(s sim.Scenario, k float64) sim.Scenario {
+	if k == 1 || k <= 0 {
+		return s
+	}
+	d := func(v *time.Duration) { *v = time.Duration(float64(*v) * k) }
+	d(&s.Duration)
+	d(&s.Warmup)
+	if s.Interval == 0 {
+		s.Interval = time.Second
+	}
+	d(&s.Interval)
+	s.Load.Steps = append([]sim.Step(nil), s.Load.Steps...)
+	for i := range s.Load.Steps {
+		d(&s.Load.Steps[i].At)
+	}
+	d(&s.Load.Bursts.Every)
+	d(&s.Load.Bursts.At)
+	return s
+}

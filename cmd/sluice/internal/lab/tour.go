@@ -1,6 +1,9 @@
 package lab
 
 import (
+	"path/filepath"
+	"strings"
+
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -25,6 +28,17 @@ type Experiment struct {
 	// TimeScale multiplies every duration and divides every rate (Scale);
 	// 0 means 1.
 	TimeScale float64
+	// LoadScale, when in (0, 1), shortens the load's schedule alone (the
+	// run's duration, warm-up and interval, the steps' and bursts' times)
+	// and leaves the origin, the policies and the client timeout as they
+	// are: a ramp then climbs faster through the same rates. Seed 000's
+	// figures are per offered rate, so a faster ramp keeps them while a
+	// time scale would multiply the rates. 0 means 1.
+	LoadScale float64
+	// OneAtATime runs the policies on sockets one after the other rather
+	// than all at once: at hundreds of requests per second each, five
+	// policies at once measure the machine more than the policies.
+	OneAtATime bool
 	// Curves draws seed 000's figures against offered load as well as the
 	// figures over time.
 	Curves bool
@@ -51,9 +65,11 @@ func Tour() []Experiment {
 			Add:      []sim.Policy{recommended},
 			// The ramp's rates are the experiment: scaling time would
 			// multiply them and load the machine, not the origin.
-			TimeScale: 1,
-			Curves:    true,
-			checks:    checks000,
+			TimeScale:  1,
+			LoadScale:  0.3,
+			OneAtATime: true,
+			Curves:     true,
+			checks:     checks000,
 		},
 		{
 			Name:      "seed001",
@@ -90,4 +106,18 @@ func Tour() []Experiment {
 			checks:    checks004,
 		},
 	}
+}
+
+// FromFile is the experiment of a scenario file given on the command line:
+// all its policies at time scale 1; when the file is one of the tour's, the
+// tour's checks of the seed's claims apply to the policies it has.
+func FromFile(path string) Experiment {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	e := Experiment{Name: base, Title: base, File: path, TimeScale: 1}
+	for _, t := range Tour() {
+		if filepath.Base(t.File) == filepath.Base(path) {
+			e.Name, e.Title, e.Claim, e.Curves, e.checks = t.Name, t.Title, t.Claim, t.Curves, t.checks
+		}
+	}
+	return e
 }
