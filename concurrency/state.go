@@ -11,7 +11,8 @@ import (
 // The fast path.
 //
 // hot.state mirrors the Core in one word so that the common case — a permit
-// free and nobody queued — costs one CAS to acquire and one to release:
+// free and nobody queued — costs one CAS to acquire (one add far from the
+// limit, see reserve.go) and one atomic add to release:
 //
 //	bits  0-23  permits in flight
 //	bits 24-47  the limit

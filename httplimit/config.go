@@ -68,7 +68,7 @@ type Config struct {
 	// rejection (err is a *Rejection wrapping the limiter's
 	// *sluice.RejectError) or a wait cut short by the request's context
 	// (err is the context's error). Retry-After and RateLimit are already
-	// set when it is called. nil: Reject, which sends Status(err) with a
+	// set when it is called. nil: WriteRejection, which sends Status(err) with a
 	// short plain-text body.
 	OnReject func(w http.ResponseWriter, r *http.Request, err error)
 
@@ -118,7 +118,7 @@ type RatePolicy struct {
 	// of admitted responses: remaining is "r", reset (rounded up to whole
 	// seconds) is "t", the time until the quota is whole again; a negative
 	// reset (never) leaves "t" out. BucketRemaining builds it for token
-	// buckets. nil: RateLimit is sent only with 429 responses (r=0).
+	// buckets; a *keyed.Buckets' Remaining method is one. nil: RateLimit is sent only with 429 responses (r=0).
 	Remaining func(key string) (remaining int, reset time.Duration)
 }
 

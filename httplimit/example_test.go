@@ -249,13 +249,13 @@ func ExampleClientIP_Addr() {
 
 // Reject is the default answer to a request that was not admitted; an
 // OnReject that logs can end with it.
-func ExampleReject() {
+func ExampleWriteRejection() {
 	for _, err := range []error{
 		&httplimit.Rejection{Err: sluice.Reject(sluice.ReasonRate, time.Second), PerKey: true, Key: "alice"},
 		sluice.Reject(sluice.ReasonQueueFull, 0),
 	} {
 		w := httptest.NewRecorder()
-		httplimit.Reject(w, httptest.NewRequest("GET", "/", nil), err)
+		httplimit.WriteRejection(w, httptest.NewRequest("GET", "/", nil), err)
 		fmt.Printf("%d %q\n", w.Code, w.Body.String())
 	}
 	// Output:

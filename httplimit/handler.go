@@ -69,7 +69,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		return nil, configErr("Config.PerKey", nil, "must be set when Key or ClientIP is: there is nothing to key")
 	}
 	if h.onReject == nil {
-		h.onReject = Reject
+		h.onReject = WriteRejection
 	}
 	if cfg.Policy != nil {
 		field, name, err := cfg.Policy.compile()

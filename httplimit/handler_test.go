@@ -274,7 +274,7 @@ func TestLimiterErrorsAreCounted(t *testing.T) {
 	var got error
 	h := mustNew(t, okHandler, Config{PerKey: m, Key: HeaderKey("K"), OnReject: func(w http.ResponseWriter, r *http.Request, err error) {
 		got = err
-		Reject(w, r, err)
+		WriteRejection(w, r, err)
 	}})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("K", "bad")

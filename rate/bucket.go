@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/internal/counter"
 	"github.com/sluicehq/sluice/internal/gcra"
+	"github.com/sluicehq/sluice/internal/waitrule"
 )
 
 // Inf is the rate of a bucket with no limit: every request is admitted and
@@ -112,7 +113,7 @@ const (
 	// live, passed as now, makes takeNanos read the clock itself.
 	live = math.MinInt64
 	// noDeadline, passed as deadline, means no deadline.
-	noDeadline = math.MaxInt64
+	noDeadline = waitrule.NoDeadline
 )
 
 // grant is the outcome of takeNanos.
@@ -161,13 +162,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			b.rebase(s, t)
 			continue
 		}
-		limit, why := maxWait, overWait
-		if deadline != noDeadline {
-			// At the deadline itself the context is already done.
-			if rem := time.Duration(gcra.SatSub(deadline, t)) - 1; rem < limit {
-				limit, why = max(rem, 0), sluice.ReasonDeadline
-			}
-		}
+		limit, why := waitrule.Clamp(maxWait, overWait, t, deadline)
 		nw, wu, ok := s.Take(w, u, int64(n), s.ToUnits(int64(limit)))
 		if !ok {
 			if !fresh && s.Mode == gcra.Rate && w > u {

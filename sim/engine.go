@@ -10,6 +10,8 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
+// never is a time that never comes; as a deadline it is waitrule.NoDeadline
+// (both math.MaxInt64), so a request's deadline goes to the rule as is.
 const never = math.MaxInt64
 
 // request is one attempt. Requests live in a pool (engine.pool) and are
@@ -47,11 +49,10 @@ type engine struct {
 
 	rngArr, rngSvc, rngRetry *rand.Rand
 
-	pol  policy
-	org  origin
-	arr  arrivals
-	m    metrics
-	base int64 // clock nanos of virtual time 0, for the decision code
+	pol policy
+	org origin
+	arr arrivals
+	m   metrics
 
 	timeout     int64 // client deadline, 0: none
 	clientCap   int
@@ -91,9 +92,6 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 		return nil, err
 	}
 	e.pol = pol
-	// The decision code keeps time as clock nanos; virtual 0 maps to a
-	// moment after the policy was built, so a rate bucket starts full.
-	e.base = clock.Nanos() + int64(time.Second)
 
 	e.tick = int64(interval)
 	e.schedule(min(e.tick, e.end), evTick, 0, 0)
@@ -105,8 +103,12 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	return e, nil
 }
 
-// t converts virtual time to the time.Time the decision code takes.
-func (e *engine) t(v int64) time.Time { return clock.ToTime(e.base + v) }
+// t converts virtual time to the time.Time the decision code takes: v
+// nanoseconds after the clock's epoch. Any origin would do, since the
+// decision code looks only at differences (a rate bucket is full at its
+// first decision whatever the time: TestBucketStartsFull); a fixed one
+// keeps a run from depending on when it ran.
+func (e *engine) t(v int64) time.Time { return clock.ToTime(v) }
 
 func (e *engine) schedule(at int64, k evKind, id int32, gen uint32) {
 	e.seq++
@@ -274,6 +276,7 @@ func (e *engine) maybeFree(id int32, r *request) {
 
 // send is a first attempt, due now.
 func (e *engine) send() {
+	e.m.inc(e.now, cDue)
 	if e.clientCap > 0 && e.clientBusy >= e.clientCap {
 		e.m.inc(e.now, cUnsent)
 		return

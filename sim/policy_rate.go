@@ -4,13 +4,15 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/waitrule"
 	"github.com/sluicehq/sluice/rate"
 )
 
 // bucketPolicy drives sluice's rate.Bucket in virtual time: AllowAt when
 // requests may not wait, ReserveAt when they may wait up to MaxWait and their
 // deadline (seed 000's "token bucket + deadline": a reservation that cannot
-// be met in time is rejected at once).
+// be met in time is rejected at once). How long a request may wait, and its
+// reason when it may not, is waitrule's, as in rate.Bucket.Wait.
 type bucketPolicy struct {
 	e       *engine
 	b       *rate.Bucket
@@ -36,12 +38,12 @@ func (p *bucketPolicy) arrive(now int64, id int32, r *request) {
 		}
 		return
 	}
-	wait := p.maxWait
-	why := sluice.ReasonQueueTimeout
-	if r.deadline-now < wait {
-		wait, why = r.deadline-now, sluice.ReasonDeadline
-	}
-	res, ok := p.b.ReserveAt(p.e.t(now), 1, time.Duration(wait))
+	// The library's rule for how long a caller may wait, and why it is
+	// rejected past that (rate.Bucket's Wait applies the same one).
+	// Virtual nanoseconds are a clock like any other; never is
+	// waitrule.NoDeadline.
+	wait, why := waitrule.Bound(now, r.deadline, time.Duration(p.maxWait))
+	res, ok := p.b.ReserveAt(p.e.t(now), 1, wait)
 	switch {
 	case !ok:
 		if res.Reason() == sluice.ReasonTooLarge {

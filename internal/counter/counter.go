@@ -1,6 +1,8 @@
 // Package counter holds the admitted and rejected-by-reason counters every
 // limiter keeps for sluice.Stats. Counting takes no lock and never
-// allocates after the first contended count; reading sums the counters.
+// allocates after the first contended count; reading sums the counters. (A
+// limiter's Stats may still take its own lock to read the rest of its state
+// consistently: a rate.Bucket's does.)
 //
 // # Why the counters spread out under contention
 //

@@ -235,7 +235,7 @@ func onReject(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		w.Header().Set(load.DefaultReasonHeader, "canceled")
 	}
-	httplimit.Reject(w, r, err)
+	httplimit.WriteRejection(w, r, err)
 }
 
 // Listen listens on addr (TCP); an address in use is an error that names it.

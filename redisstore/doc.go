@@ -1,0 +1,2 @@
+// Package redisstore shares limits across replicas through Redis.
+package redisstore
