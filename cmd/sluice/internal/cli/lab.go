@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/lab"
-	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 )
 
 // signalContext is the lab's context: cancelled by Ctrl-C or SIGTERM, so
@@ -54,11 +52,10 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 	// Every file is read and checked before anything runs.
 	plan, err := lab.Plan(exps, *timeScale)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
-		if errors.Is(err, scenario.ErrInvalid) || errors.Is(err, lab.ErrUsage) {
-			return ExitUsage
-		}
-		return ExitFail
+		// A file that cannot be read is bad input, like one that does not
+		// parse: exit 2 either way, and nothing ran.
+		fmt.Fprintf(e.stderr, "sluice lab: %s\n", escape(err.Error()))
+		return ExitUsage
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return usageError(fs, "-out", err)

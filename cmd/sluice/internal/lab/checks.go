@@ -112,15 +112,22 @@ func checks000(x *ExperimentResult) []Check {
 		if p == nil {
 			continue
 		}
+		// The real series has each interval's p95, the SLA's figure; the
+		// simulator's has p99, a stricter one.
+		q := "p95"
+		val := func(pt report.Point) float64 { return pt.P95Ms }
+		if s.name == "sim" {
+			q, val = "p99", func(pt report.Point) float64 { return pt.P99Ms }
+		}
 		worst, at := 0.0, 0.0
 		for _, pt := range p.Series {
-			if pt.GoodputRPS > 0 && pt.P99Ms > worst {
-				worst, at = pt.P99Ms, pt.OfferedRPS
+			if pt.GoodputRPS > 0 && val(pt) > worst {
+				worst, at = val(pt), pt.OfferedRPS
 			}
 		}
 		out = append(out, Check{
-			Name: fmt.Sprintf("token-bucket+75ms: success p99 in every second of the ramp (%s)", s.name),
-			Want: "<= 275 ms (the SLA's p95, and more)",
+			Name: fmt.Sprintf("token-bucket+75ms: success %s in every interval of the ramp (%s)", q, s.name),
+			Want: "<= 275 ms (the SLA: p95 <= 275 ms)",
 			Got:  fmt.Sprintf("worst %.1f ms, at %.0f rps offered", worst, at),
 			Held: worst <= 275 && worst > 0,
 		})

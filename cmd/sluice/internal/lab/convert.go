@@ -74,7 +74,10 @@ func fromLoad(res *load.Result, samples []gaugeSample, s sim.Scenario, interval 
 		Rejected:   map[string]int64{},
 		Success:    percentiles(res.Success),
 		Rejection:  percentiles(res.Rejection),
+		Late:       res.Late,
 	}
+	lag := percentiles(res.SendLag)
+	sum.SendLag = &lag
 	if window > 0 {
 		sum.OfferedRPS = float64(res.Sent) / window
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
 )
 
 // WriteText writes a terminal summary of r: per experiment, the checks and
@@ -46,6 +48,12 @@ func WriteText(w io.Writer, r *Result) error {
 				return err
 			}
 		}
+		for _, p := range realPolicies(x) {
+			if p.Summary.Late > 0 && p.Summary.SendLag != nil {
+				fmt.Fprintf(&b, "  note: %s: the load generator sent %d requests late (send lag p99 %.1f ms): the machine was busy\n",
+					p.Name, p.Summary.Late, p.Summary.SendLag.P99)
+			}
+		}
 		for _, c := range x.Checks {
 			total++
 			mark := "ok  "
@@ -60,4 +68,11 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "\n%d of %d checks held, in %.0f s on %s\n", held, total, r.ElapsedS, r.CPU)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func realPolicies(x *ExperimentResult) []report.Policy {
+	if x.Real == nil {
+		return nil
+	}
+	return x.Real.Policies
 }

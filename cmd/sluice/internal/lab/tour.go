@@ -66,7 +66,7 @@ func Tour() []Experiment {
 			// The ramp's rates are the experiment: scaling time would
 			// multiply them and load the machine, not the origin.
 			TimeScale:  1,
-			LoadScale:  0.3,
+			LoadScale:  0.25,
 			OneAtATime: true,
 			Curves:     true,
 			checks:     checks000,

@@ -137,6 +137,13 @@ type Summary struct {
 	MeanLatencyMs float64 `json:"mean_latency_ms"`
 	MeanWaitMs    float64 `json:"mean_wait_ms"`
 
+	// Late counts sends that left more than the load generator's
+	// tolerance after their intended time, and SendLag is how late sends
+	// left: present for real runs only (the simulator is never late). A
+	// run with late sends measured its machine as well as its policy.
+	Late    int64    `json:"late,omitempty"`
+	SendLag *Latency `json:"send_lag_ms,omitempty"`
+
 	// Within is present when the scenario asks for it (report.within).
 	Within *Within `json:"within,omitempty"`
 }
