@@ -84,6 +84,11 @@ type Step struct {
 	// Behind is true when the generator could not keep its schedule: the
 	// step measured the generator, not the service.
 	Behind bool `json:"behind,omitempty"`
+	// Sustainable is false when the successes' p50 rose past twice the
+	// first step's (or 5 ms above it): a queue grew during the step. Past
+	// capacity a short step can still meet the SLO while its queue grows
+	// without bound, so such a rate is not recommended.
+	Sustainable bool `json:"sustainable"`
 }
 
 func (s Step) success() float64 {
@@ -118,29 +123,42 @@ type Search struct {
 var ErrNoRate = errors.New("no rate met the SLO")
 
 // Find runs the search with measure and returns every step in the order
-// run and the highest rate that met slo. Steps are measured one at a time;
+// run and the highest rate that met slo and was sustainable (see
+// Step.Sustainable). Steps are measured one at a time;
 // the decisions are pure functions of the steps, so tests drive Find with
 // a model of a service.
 func (s Search) Find(ctx context.Context, slo SLO, measure Measure) (steps []Step, best Step, err error) {
 	if s.Start <= 0 || s.Max < s.Start || s.Precision <= 0 {
 		return nil, Step{}, fmt.Errorf("capacity search: want 0 < start <= max and precision > 0, got start %v, max %v, precision %v", s.Start, s.Max, s.Precision)
 	}
+	base := -1.0 // the first step's p50: latency without a queue
 	run := func(rate float64) (Step, error) {
 		st, err := measure(ctx, rate)
+		// A step the generator could not keep measured the machine, not
+		// the service: measure it again, twice at most.
+		for retry := 0; err == nil && st.Behind && retry < 2; retry++ {
+			steps = append(steps, st)
+			st, err = measure(ctx, rate)
+		}
 		if err != nil {
 			return st, err
 		}
 		st.RateRPS = rate
+		if base < 0 {
+			base = st.P50Ms
+		}
+		st.Sustainable = st.P50Ms <= max(2*base, base+5)
 		steps = append(steps, st)
 		return st, nil
 	}
+	ok := func(st Step) bool { return st.Meets(slo) && st.Sustainable }
 	lo, hi := 0.0, 0.0
 	for rate := s.Start; ; rate = math.Min(2*rate, s.Max) {
 		st, err := run(rate)
 		if err != nil {
 			return steps, best, err
 		}
-		if !st.Meets(slo) {
+		if !ok(st) {
 			hi = rate
 			break
 		}
@@ -158,7 +176,7 @@ func (s Search) Find(ctx context.Context, slo SLO, measure Measure) (steps []Ste
 		if err != nil {
 			return steps, best, err
 		}
-		if st.Meets(slo) {
+		if ok(st) {
 			lo, best = mid, st
 		} else {
 			hi = mid

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
@@ -19,7 +20,11 @@ func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.W
 	if timeout == 0 {
 		timeout = 2 * slo.Latency
 	}
+	var quiet time.Duration // the fastest probe seen: the service idle
 	return func(ctx context.Context, rate float64) (Step, error) {
+		if err := drain(ctx, url, &quiet); err != nil {
+			return Step{}, err
+		}
 		res, err := load.Run(ctx, load.Config{
 			URL:      url,
 			Load:     sim.Load{Arrivals: sim.ConstantArrivals, Rate: rate, Timeout: timeout},
@@ -36,8 +41,9 @@ func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.W
 			QuantileMs: quantileMs(res.Latency, slo.Quantile),
 			P50Ms:      ms(res.Success.P50),
 			MeanMs:     ms(res.Success.Mean),
-			// A generator that sent late measured itself, not the service.
-			Behind: res.Sent > 0 && float64(res.Late) > 0.01*float64(res.Sent),
+			// A generator whose sends lagged by a good part of the SLO's
+			// latency measured itself (or its machine), not the service.
+			Behind: ms(res.SendLag.P99) > ms(slo.Latency)/2,
 		}
 		verdict := "meets"
 		if !st.Meets(slo) {
@@ -45,7 +51,7 @@ func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.W
 		}
 		if progress != nil {
 			fmt.Fprintf(progress, "step %8.1f rps: success %.3f%%, p%g %.1f ms, successes' p50 %.1f ms: %s the SLO%s\n",
-				rate, 100*st.success(), slo.Quantile*100, st.QuantileMs, st.P50Ms, verdict, map[bool]string{true: " (the generator fell behind)"}[st.Behind])
+				rate, 100*st.success(), slo.Quantile*100, st.QuantileMs, st.P50Ms, verdict, map[bool]string{true: " (the generator fell behind: send lag p99 " + fmt.Sprintf("%.1f ms)", ms(res.SendLag.P99))}[st.Behind])
 		}
 		return st, nil
 	}
@@ -94,4 +100,43 @@ func WriteRecommendationJSON(w io.Writer, r Recommendation) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// drain waits until the service answers one request about as fast as it
+// did idle: a step past capacity leaves a queue behind (the service works
+// on requests whose clients gave up), and the next step must not measure
+// it. It probes one request at a time, for at most a minute.
+func drain(ctx context.Context, url string, quiet *time.Duration) error {
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for i := 0; ; i++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			if ctx.Err() != nil && i > 0 {
+				return nil // still busy after a minute: measure anyway
+			}
+			return fmt.Errorf("%w: %s: %v", load.ErrUnreachable, url, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if *quiet == 0 || d < *quiet {
+			*quiet = d
+		}
+		if i >= 2 && d <= 2**quiet+2*time.Millisecond {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

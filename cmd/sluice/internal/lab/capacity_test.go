@@ -51,9 +51,8 @@ func TestSearchFindsCapacity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The rate past capacity that still meets a 275 ms p95 is within
-		// a few percent above it: the backlog of 10 s of excess must stay
-		// under 250 ms of work.
+		// Past capacity the queue grows through the step: the p50 rises
+		// and the rate is not sustainable, though a 275 ms p95 may hold.
 		if best.RateRPS < 0.95*capRPS || best.RateRPS > 1.05*capRPS {
 			t.Errorf("capacity %v: found %v after %d steps", capRPS, best.RateRPS, len(steps))
 		}

@@ -206,17 +206,21 @@ func checks002(x *ExperimentResult) []Check {
 	var out []Check
 	for _, s := range sides(x) {
 		b, f := policy(s.r, "bounded-executor"), policy(s.r, "fire-all")
-		if b == nil || f == nil {
+		if b == nil {
 			continue
 		}
 		bn, bt := finish(b, s.r.IntervalS)
-		fn, ft := finish(f, s.r.IntervalS)
 		out = append(out, Check{
 			Name: fmt.Sprintf("bounded executor: all tasks, total time (%s)", s.name),
 			Want: fmt.Sprintf("%d tasks in <= 1.1 x the Little's-law bound %.2fs (tasks x work / workers)", tasks, bound),
 			Got:  fmt.Sprintf("%.0f tasks by %.2fs", bn, bt),
 			Held: bn >= tasks-0.5 && bt <= 1.1*bound+s.r.IntervalS,
-		}, Check{
+		})
+		if f == nil {
+			continue // on sockets: its clients retry, and sluice load does not
+		}
+		fn, ft := finish(f, s.r.IntervalS)
+		out = append(out, Check{
 			Name: fmt.Sprintf("fire all at once: slower or loses tasks (%s)", s.name),
 			Want: "more time than the bounded executor, or fewer tasks done",
 			Got:  fmt.Sprintf("%.0f tasks by %.2fs", fn, ft),

@@ -2,14 +2,19 @@ package lab
 
 import (
 	"context"
-	"os"
-	"strconv"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
+	"github.com/sluicehq/sluice/sim"
 	"testing"
 )
 
-// runTour plans the named tour experiments (at scale k, 0 for their own)
-// and runs them on sockets and in the simulator.
-func runTour(t *testing.T, k float64, names ...string) *Result {
+// runTour plans the named tour experiments (at scale k, 0 for their own),
+// lets edit change the plan, and runs them on sockets and in the
+// simulator.
+func runTour(t *testing.T, k float64, edit func(*Planned), names ...string) *Result {
 	t.Helper()
 	root, err := FindRoot(".")
 	if err != nil {
@@ -26,6 +31,11 @@ func runTour(t *testing.T, k float64, names ...string) *Result {
 	plan, err := Plan(InRoot(exps, root), k)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		for i := range plan {
+			edit(&plan[i])
+		}
 	}
 	res, err := Run(context.Background(), plan, Options{Real: RunReal})
 	if err != nil {
@@ -45,16 +55,63 @@ func runTour(t *testing.T, k float64, names ...string) *Result {
 	return res
 }
 
-func TestLabAdhoc(t *testing.T) {
-	name := os.Getenv("LAB_EXP")
-	if name == "" {
-		t.Skip("LAB_EXP names a tour experiment to run by hand")
-	}
-	k, _ := strconv.ParseFloat(os.Getenv("LAB_SCALE"), 64)
-	res := runTour(t, k, name)
-	if dir := os.Getenv("LAB_REPORT_DIR"); dir != "" {
-		if _, err := WriteFiles(dir, res); err != nil {
-			t.Fatal(err)
+// TestSeed003OnSockets holds seed 003's bars on real loopback sockets, at
+// a tenth of the time, cut at the end of the slow phase (18 s): from 30 s
+// (scaled) after the slowdown, the adaptive policy keeps >= 90% of the
+// achievable goodput, static-5 gets the seed's 2.3-2.5 rps (scaled) and no
+// limit about 0. It logs the agreement with the simulator, which the lab
+// reports rather than requires (static-5 differs: see docs/lab.md).
+func TestSeed003OnSockets(t *testing.T) {
+	t.Parallel()
+	res := runTour(t, 0.1, func(p *Planned) { p.Scenario.Duration = 18 * time.Second }, "seed003")
+	x := res.Experiments[0]
+	n := 0
+	for _, c := range x.Checks {
+		if strings.HasSuffix(c.Name, "(real)") {
+			n++
+			if !c.Held {
+				t.Errorf("%s: want %s, got %s", c.Name, c.Want, c.Got)
+			}
 		}
+	}
+	if n != 3 {
+		t.Errorf("%d real checks, want 3", n)
+	}
+}
+
+// TestCapacityFindsOrigin: lab capacity against sluice origin with a known
+// capacity (2 workers x 10 ms = 200 rps, unbounded queue) finds it within
+// 5%. Past capacity the queue grows through each step and the successes'
+// p50 with it: 2% over capacity adds ~3 requests of queue a second.
+func TestCapacityFindsOrigin(t *testing.T) {
+	t.Parallel()
+	org, err := origin.New(origin.Config{Origin: sim.Origin{Workers: 2, Queue: -1,
+		Service: sim.Dist{Kind: sim.Constant, Mean: 10 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: org, ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { org.Close(); _ = srv.Close() }()
+
+	slo, _ := ParseSLO("p95<=100ms,success>=98%")
+	measure := StepMeasure("http://"+ln.Addr().String()+"/", slo, 2*time.Second, 500*time.Millisecond, nil)
+	steps, best, err := Search{Start: 50, Max: 1000, Precision: 0.03}.Find(context.Background(), slo, measure)
+	for _, s := range steps {
+		t.Logf("%7.1f rps: sent %d, ok %d, p95 %.1f ms, p50 %.1f ms, sustainable %v, behind %v", s.RateRPS, s.Sent, s.Successes, s.QuantileMs, s.P50Ms, s.Sustainable, s.Behind)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capacity := org.Capacity(); best.RateRPS < 0.95*capacity || best.RateRPS > 1.05*capacity {
+		t.Errorf("found %.1f rps, capacity %.1f", best.RateRPS, capacity)
+	}
+	rec := Recommend(slo, steps, best)
+	if rec.Concurrency < 2 || rec.Concurrency > 4 {
+		t.Errorf("Little's law: %d in flight for 2 workers", rec.Concurrency)
 	}
 }
