@@ -277,7 +277,7 @@ func TestTableWithin(t *testing.T) {
 
 func TestFromSim(t *testing.T) {
 	sc := sim.Scenario{Name: "x", Seed: 3, Duration: 10 * time.Second, Warmup: 2 * time.Second,
-		Policies: []sim.Policy{{Name: "static", Kind: sim.Concurrency, Limit: 5}}}
+		Policies: []sim.Policy{sim.ConcurrencyPolicy{Name: "static", Limit: 5}}}
 	res := sim.Result{Scenario: "x", Seed: 3, Policies: []sim.PolicyResult{{
 		Name: "static",
 		Summary: sim.Summary{
