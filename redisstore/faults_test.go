@@ -11,8 +11,8 @@ import (
 )
 
 // phase runs decisions from 4 goroutines for d and returns the longest
-// decision and the errors seen.
-func phase(b *Buckets, d time.Duration) (longest time.Duration, n int, errs map[string]int) {
+// decision, how many took longer than over, and the errors seen.
+func phase(b *Buckets, d, over time.Duration) (longest time.Duration, n, late int, errs map[string]int) {
 	var mu sync.Mutex
 	errs = map[string]int{}
 	var wg sync.WaitGroup
@@ -28,6 +28,9 @@ func phase(b *Buckets, d time.Duration) (longest time.Duration, n int, errs map[
 				mu.Lock()
 				longest = max(longest, el)
 				n++
+				if el > over {
+					late++
+				}
 				if err != nil {
 					errs[sluice.ReasonOf(err).String()]++
 				}
@@ -37,7 +40,7 @@ func phase(b *Buckets, d time.Duration) (longest time.Duration, n int, errs map[
 		})
 	}
 	wg.Wait()
-	return longest, n, errs
+	return longest, n, late, errs
 }
 
 // Redis paused (SIGSTOP) past the timeout, resumed, killed, restarted and
@@ -54,18 +57,27 @@ func TestFaults(t *testing.T) {
 			}
 			defer rs.Close()
 			const timeout = 20 * time.Millisecond
-			const slack = 30 * time.Millisecond // a loaded 2-core machine under -race
+			// The machine is shared by a loaded 2-core box under -race: a
+			// goroutine whose timer fired may run tens of ms later. 99% of
+			// decisions must answer within timeout+10ms, every one within
+			// timeout+100ms.
+			const slack, worst = 10 * time.Millisecond, 100 * time.Millisecond
 			s := openStore(t, rs.URL(), Config{Timeout: timeout, BreakerThreshold: 3, BreakerCooldown: 100 * time.Millisecond}, false)
 			b := newBuckets(t, s, RateConfig{Rate: 1e6, Burst: 1e6, Failure: f, Replicas: 2})
+			// Connect and load the scripts first, with time to spare: the
+			// first call on a loaded machine may need more than 20 ms.
+			if err := s.Check(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 
 			check := func(name string, d time.Duration, wantPolicy bool) {
 				t.Helper()
 				before := b.LimiterStats().Fallbacks
-				longest, n, errs := phase(b, d)
+				longest, n, late, errs := phase(b, d, timeout+slack)
 				fb := b.LimiterStats().Fallbacks - before
-				t.Logf("%s: %d decisions, longest %v, fallbacks %d, rejections %v, breaker %v", name, n, longest, fb, errs, s.Stats().Breaker)
-				if longest > timeout+slack {
-					t.Errorf("%s: a decision took %v > timeout %v (+%v slack)", name, longest, timeout, slack)
+				t.Logf("%s: %d decisions, %d over timeout+%v, longest %v, fallbacks %d, rejections %v, breaker %v", name, n, late, slack, longest, fb, errs, s.Stats().Breaker)
+				if late*100 > n || longest > timeout+worst {
+					t.Errorf("%s: %d of %d decisions took longer than timeout %v + %v; longest %v", name, late, n, timeout, slack, longest)
 				}
 				if wantPolicy && fb == 0 {
 					t.Errorf("%s: Redis away and no decision by the failure policy", name)

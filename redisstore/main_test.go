@@ -58,10 +58,11 @@ func openStore(t testing.TB, url string, cfg Config, flush bool) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	if flush {
-		if c, ok := s.Client().(*redis.Client); ok {
-			if err := c.FlushAll(t.Context()).Err(); err != nil {
-				t.Fatal(err)
-			}
+		// Its own client: the store's has the store's few-ms timeouts.
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer c.Close()
+		if err := c.FlushAll(t.Context()).Err(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return s

@@ -13,7 +13,7 @@ func TestBucketStartsFull(t *testing.T) {
 		Duration: time.Second,
 		Origin:   Origin{Workers: 100, Service: Dist{Kind: Constant, Mean: ms}},
 		Load:     Load{Bursts: Bursts{Size: 20, Count: 1}},
-		Policies: []Policy{{Kind: TokenBucket, Rate: 0.001, Burst: 10}},
+		Policies: []Policy{TokenBucketPolicy{Rate: 0.001, Burst: 10}},
 	}
 	res, err := Run(s)
 	if err != nil {
@@ -35,7 +35,7 @@ func TestBucketDeadlineRule(t *testing.T) {
 		Duration: 5 * time.Second,
 		Origin:   Origin{Workers: 10, Service: Dist{Kind: Constant, Mean: ms}},
 		Load:     Load{Bursts: Bursts{Size: 2, Count: 1}, Timeout: time.Second},
-		Policies: []Policy{{Kind: TokenBucket, Rate: 1, Burst: 1, MaxWait: 5 * time.Second}},
+		Policies: []Policy{TokenBucketPolicy{Rate: 1, Burst: 1, MaxWait: 5 * time.Second}},
 	}
 	res, err := Run(s)
 	if err != nil {

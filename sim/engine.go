@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -49,7 +48,7 @@ type engine struct {
 
 	rngArr, rngSvc, rngRetry *rand.Rand
 
-	pol policy
+	pol gate
 	org origin
 	arr arrivals
 	m   metrics
@@ -87,7 +86,7 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	}
 	e.org = newOrigin(&sc.Origin)
 	e.m.capacity(0, e.org.capacity())
-	pol, err := newPolicy(e, &sc.Policies[pi])
+	pol, err := sc.Policies[pi].start(e)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +222,7 @@ func (e *engine) fire(k evKind, id int32, r *request) {
 	case evRefuse:
 		e.answer(id, r, cRefused)
 	case evGrant:
-		e.pol.(*bucketPolicy).grant(id, r)
+		e.pol.(*bucketGate).grant(id, r)
 	}
 }
 
@@ -386,26 +385,6 @@ func (e *engine) fail(id int32, r *request) {
 		e.clientBusy--
 	}
 	e.maybeFree(id, r)
-}
-
-// overflow is the error of a run stopped by full, naming the field that
-// let the requests pile up where most of them were.
-func (e *engine) overflow(pi int) error {
-	queued, atOrigin := e.pol.queued(), e.org.live+e.org.busy
-	field, where := "load.rate", "waiting for clients' retries or in flight"
-	switch {
-	case queued >= atOrigin && queued >= e.inFlight:
-		field, where = fmt.Sprintf("policies[%d].queue", pi), "queued in the policy"
-		if e.sc.Policies[pi].Kind == TokenBucket {
-			field = fmt.Sprintf("policies[%d].max_wait", pi)
-		}
-	case e.org.live >= e.inFlight/2:
-		field, where = "origin.queue", "queued at the origin"
-	case e.sc.Policies[pi].Kind == None:
-		field, where = fmt.Sprintf("policies[%d].kind", pi), "in flight with no limit"
-	}
-	return bad(field, "more than %d requests alive at once at %v (most %s), more than a run may hold in memory: bound the queue, set a timeout or lower the load",
-		maxLive, time.Duration(e.now), where)
 }
 
 func (e *engine) closeInterval() {

@@ -15,8 +15,8 @@ func TestMeansAndDemand(t *testing.T) {
 		Origin:   Origin{Workers: 1, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: time.Second}},
 		Load:     Load{Bursts: Bursts{Size: 3, Count: 1}},
 		Policies: []Policy{
-			{Name: "origin-queue", Kind: None},
-			{Name: "policy-queue", Kind: Concurrency, Limit: 1, Queue: Unbounded},
+			NonePolicy{Name: "origin-queue"},
+			ConcurrencyPolicy{Name: "policy-queue", Limit: 1, Queue: Unbounded},
 		},
 	}
 	res, err := Run(s)
@@ -44,7 +44,7 @@ func TestDemandExcludesRetriesIncludesUnsent(t *testing.T) {
 		Duration: 10 * time.Second,
 		Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: time.Second}},
 		Load:     Load{Rate: 10, ClientWorkers: 5, Retries: Retries{Max: 2, Backoff: 2 * time.Second}},
-		Policies: []Policy{{Kind: Concurrency, Limit: 1}},
+		Policies: []Policy{ConcurrencyPolicy{Limit: 1}},
 	}
 	res, err := Run(s)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestPointCapacityIsIntervalMean(t *testing.T) {
 		Origin: Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: 100 * ms},
 			Changes: []Change{{At: 2 * time.Second, Workers: 2}, {At: 3500 * ms, Workers: 4}}},
 		Load:     Load{Rate: 1},
-		Policies: []Policy{{Kind: None}},
+		Policies: []Policy{NonePolicy{}},
 	}
 	res, err := Run(s)
 	if err != nil {
@@ -100,7 +100,7 @@ func TestAchievableIntervalByInterval(t *testing.T) {
 			Changes: []Change{{At: 2 * time.Second, Service: Dist{Kind: Constant, Mean: 2 * time.Second}},
 				{At: 6 * time.Second, Service: Dist{Kind: Constant, Mean: time.Second}}}},
 		Load:     Load{Rate: 5},
-		Policies: []Policy{{Kind: None}},
+		Policies: []Policy{NonePolicy{}},
 	}
 	res, err := Run(s)
 	if err != nil {

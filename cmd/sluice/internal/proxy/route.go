@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -30,6 +31,7 @@ type route struct {
 	limit   *httplimit.Handler // nil without a policy
 	handler http.Handler       // limit, or the proxy itself
 	tr      *http.Transport
+	metrics *routeMetrics
 }
 
 func routeDefinition(r Route, p *policy, ip ClientIPConfig) string {
@@ -51,24 +53,14 @@ func policyDef(p *policy) string {
 	return p.def
 }
 
-// buildRoute makes the route; tr is the transport of the route's previous
-// version, if its upstream settings did not change.
-func (c *Config) buildRoute(spec Route, at string, p *policy, log *slog.Logger) (*route, error) {
+// buildRoute makes the route, with the transport tr (see transports).
+func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport, log *slog.Logger) (*route, error) {
 	u, err := url.Parse(spec.Upstream)
 	if err != nil { // validate parsed it already
 		return nil, c.errAt(at+".upstream", "%v", err)
 	}
 	rt := &route{name: spec.Name, def: routeDefinition(spec, p, c.ClientIP), spec: spec, policy: p}
-	rt.tr = &http.Transport{
-		Proxy:                 nil, // never an environment proxy: the upstream is named in the file
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: spec.Timeout,
-		ExpectContinueTimeout: time.Second,
-	}
+	rt.tr = tr
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			prior := pr.In.Header["X-Forwarded-For"]
@@ -82,6 +74,7 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, log *slog.Logger) 
 			}
 		},
 		Transport:     rt.tr,
+		BufferPool:    copyBuffers,
 		FlushInterval: spec.FlushInterval,
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler:  upstreamError,
@@ -93,11 +86,14 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, log *slog.Logger) 
 			return nil, c.errAt(at+".policy", "%v", err)
 		}
 		hc := httplimit.Config{
-			Limiter:  p.global,
-			Policy:   p.quota,
-			DryRun:   p.spec.DryRun,
-			Outcome:  outcome,
-			OnReject: rejecter(p.spec.QuotaStatus, p.spec.CapacityStatus),
+			Limiter:          p.global,
+			Policy:           p.quota,
+			DryRun:           p.spec.DryRun,
+			MaxWait:          p.spec.MaxWait,
+			MaxWaiting:       p.spec.MaxWaiting,
+			MaxWaitingPerKey: p.spec.MaxWaitingPerKey,
+			Outcome:          outcome,
+			OnReject:         rejecter(p.spec.QuotaStatus, p.spec.CapacityStatus),
 		}
 		if p.perKey != nil {
 			hc.PerKey = p.perKey
@@ -117,6 +113,63 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, log *slog.Logger) 
 	}
 	return rt, nil
 }
+
+// transports hands out the upstream transports, one per route timeout,
+// shared by the routes and by their versions across reloads: a reload keeps
+// the connections to the upstreams, and a request still running on an old
+// route returns its connection to a pool that lives on.
+type transports struct {
+	mu sync.Mutex
+	m  map[time.Duration]*http.Transport
+}
+
+func (ts *transports) get(timeout time.Duration) *http.Transport {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if tr := ts.m[timeout]; tr != nil {
+		return tr
+	}
+	tr := &http.Transport{
+		Proxy:                 nil, // never an environment proxy: the upstream is named in the file
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	if ts.m == nil {
+		ts.m = map[time.Duration]*http.Transport{}
+	}
+	ts.m[timeout] = tr
+	return tr
+}
+
+// closeIdle closes the idle connections of every transport.
+func (ts *transports) closeIdle() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, tr := range ts.m {
+		tr.CloseIdleConnections()
+	}
+}
+
+// copyBuffers are the ReverseProxy's body-copy buffers. Without a pool it
+// allocates 32 KiB per request, which on a small heap means a collection
+// every few dozen requests.
+var copyBuffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // upstreamError answers a request the upstream did not: 504 when its
 // headers did not come in time, 502 otherwise. Both are Dropped (see
@@ -200,9 +253,13 @@ func requestHost(r *http.Request) string {
 }
 
 // serve proxies r through the route, recording what happened.
-func (rt *route) serve(w http.ResponseWriter, r *http.Request, m *metrics, access *slog.Logger) {
+func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logger) {
 	st := &reqState{w: w, start: time.Now(), streamAfter: rt.spec.StreamAfter}
-	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	if rt.limit != nil {
+		// For the limiters' permits (detaching, outcome); a route
+		// without a policy has none.
+		r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	}
 	rt.handler.ServeHTTP(st, r)
 	dur := time.Since(st.start)
 	status := st.status
@@ -212,7 +269,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, m *metrics, acces
 			status = http.StatusSwitchingProtocols // hijacked
 		}
 	}
-	m.observe(rt.name, status, dur)
+	rt.metrics.observe(status, dur)
 	if access != nil {
 		access.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("route", rt.name),

@@ -90,7 +90,7 @@ func ExampleFromSim() {
 		Duration: time.Minute,
 		Origin:   sim.Origin{Workers: 7, Queue: 100, Service: sim.Dist{Kind: sim.Constant, Mean: 2 * time.Second}},
 		Load:     sim.Load{Rate: 5, Timeout: 2500 * time.Millisecond},
-		Policies: []sim.Policy{{Name: "static-5", Kind: sim.Concurrency, Limit: 5}},
+		Policies: []sim.Policy{sim.ConcurrencyPolicy{Name: "static-5", Limit: 5}},
 	}
 	res, err := sim.Run(s)
 	if err != nil {

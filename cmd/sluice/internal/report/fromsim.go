@@ -26,7 +26,7 @@ func FromSim(s sim.Scenario, res sim.Result, within time.Duration) *Report {
 		pr := &res.Policies[i]
 		var kind string
 		if i < len(s.Policies) {
-			kind = string(s.Policies[i].Kind)
+			kind = string(s.Policies[i].Kind())
 		}
 		r.Policies = append(r.Policies, Policy{
 			Name:    pr.Name,

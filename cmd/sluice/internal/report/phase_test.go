@@ -21,7 +21,7 @@ func TestPhasesSplitAtOriginChanges(t *testing.T) {
 		Origin: sim.Origin{Workers: 2, Queue: 10, Service: sim.Dist{Kind: sim.Constant, Mean: 100 * time.Millisecond},
 			Changes: []sim.Change{{At: 10 * time.Second, Service: sim.Dist{Kind: sim.Constant, Mean: 400 * time.Millisecond}}}},
 		Load:     sim.Load{Rate: 8, Timeout: time.Second},
-		Policies: []sim.Policy{{Name: "none", Kind: sim.None}},
+		Policies: []sim.Policy{sim.NonePolicy{Name: "none"}},
 	}
 	res, err := sim.Run(sc)
 	if err != nil {

@@ -13,8 +13,13 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Version is the JSON schema version, bumped only if a field changes meaning.
@@ -206,9 +211,37 @@ type Point struct {
 	OriginQueue int `json:"origin_queue"`
 }
 
-// JSON writes r as indented JSON followed by a newline.
+// JSON writes r as indented JSON followed by a newline. Characters that
+// are not printable (a bidirectional-text control in a name, say) are
+// written as \u escapes, which decode to the same string, so that the
+// output is safe to print on a terminal.
 func JSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeJSON(buf.Bytes()))
+	return err
+}
+
+// escapeJSON rewrites the non-printable characters of encoded JSON as \u
+// escapes. Outside strings JSON is printable ASCII and whitespace, so only
+// string contents change. (encoding/json already escapes control
+// characters below U+0020 and invalid UTF-8.)
+func escapeJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == '\n' || unicode.IsPrint(r) || r == utf8.RuneError {
+			out = append(out, b[:n]...)
+		} else {
+			for _, u := range utf16.Encode([]rune{r}) {
+				out = fmt.Appendf(out, "\\u%04x", u)
+			}
+		}
+		b = b[n:]
+	}
+	return out
 }
