@@ -81,12 +81,18 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice lab: writing the report: %v\n", err)
 		return ExitFail
 	}
+	// The report's path ends the output; with -json it goes to stderr, so
+	// that stdout stays one JSON document.
+	where := e.stdout
+	if *asJSON {
+		where = e.stderr
+	}
 	if runErr != nil {
 		fmt.Fprintf(e.stderr, "sluice lab: stopped: %v; the report has what ran\n", runErr)
-		fmt.Fprintf(e.stdout, "report: %s\n", path)
+		fmt.Fprintf(where, "report: %s\n", path)
 		return ExitFail
 	}
-	fmt.Fprintf(e.stdout, "report: %s\n", path)
+	fmt.Fprintf(where, "report: %s\n", path)
 	return ExitOK
 }
 

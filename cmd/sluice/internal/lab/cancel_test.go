@@ -20,9 +20,9 @@ func TestRealStopsOnCancel(t *testing.T) {
 		Origin: sim.Origin{Workers: 2, Queue: -1, Service: sim.Dist{Kind: sim.Constant, Mean: 50 * time.Millisecond}},
 		Load:   sim.Load{Rate: 100, Timeout: time.Second},
 		Policies: []sim.Policy{
-			{Name: "none", Kind: sim.None},
-			{Name: "ticker", Kind: sim.Ticker, Rate: 30, Burst: 2, Queue: -1},
-			{Name: "c", Kind: sim.Concurrency, Limit: 2, Queue: 10},
+			sim.NonePolicy{Name: "none"},
+			sim.TickerPolicy{Name: "ticker", Rate: 30, Burst: 2, Queue: -1},
+			sim.ConcurrencyPolicy{Name: "c", Limit: 2, Queue: 10},
 		},
 	}
 	var ports []string

@@ -94,21 +94,17 @@ var ErrUsage = errors.New("bad usage")
 
 func findPolicy(ps []sim.Policy, name string) (sim.Policy, bool) {
 	for _, p := range ps {
-		n := p.Name
-		if n == "" {
-			n = string(p.Kind)
-		}
-		if n == name {
+		if p.Label() == name {
 			return p, true
 		}
 	}
-	return sim.Policy{}, false
+	return nil, false
 }
 
 func policyNames(ps []sim.Policy) string {
 	names := make([]string, len(ps))
 	for i, p := range ps {
-		names[i] = p.Name
+		names[i] = p.Label()
 	}
 	return strings.Join(names, ", ")
 }

@@ -22,11 +22,13 @@ type built struct {
 // settings the simulator runs it with.
 func buildPolicy(p sim.Policy) (built, error) {
 	b := built{close: func() {}}
-	switch p.Kind {
-	case sim.None, "":
+	switch q := p.(type) {
+	case sim.NonePolicy:
 		return b, nil
-	case sim.Concurrency, sim.Adaptive:
-		cfg, err := p.ConcurrencyConfig()
+	case interface {
+		ConcurrencyConfig() (concurrency.Config, error)
+	}: // a static or an adaptive limit
+		cfg, err := q.ConcurrencyConfig()
 		if err != nil {
 			return b, err
 		}
@@ -35,20 +37,20 @@ func buildPolicy(p sim.Policy) (built, error) {
 			return b, err
 		}
 		b.limiter = l
-	case sim.TokenBucket:
-		bk, err := rate.NewBucket(rate.Config{Rate: p.Rate, Burst: max(p.Burst, 1), MaxWait: p.MaxWait})
+	case sim.TokenBucketPolicy:
+		bk, err := rate.NewBucket(rate.Config{Rate: q.Rate, Burst: max(q.Burst, 1), MaxWait: q.MaxWait})
 		if err != nil {
 			return b, err
 		}
 		b.limiter = bk
 		// In the simulator a bucket without max_wait never waits; the
 		// real one would wait as long as the context allows.
-		b.noWait = p.MaxWait == 0
-	case sim.Ticker:
-		t := newTicker(p.Rate, p.Burst, p.Queue, p.MaxWait)
+		b.noWait = q.MaxWait == 0
+	case sim.TickerPolicy:
+		t := newTicker(q.Rate, q.Burst, q.Queue, q.MaxWait)
 		b.limiter, b.close = t, t.Close
 	default:
-		return b, fmt.Errorf("policy %q: kind %q cannot run on sockets", p.Name, p.Kind)
+		return b, fmt.Errorf("policy %q: kind %q cannot run on sockets", p.Label(), p.Kind())
 	}
 	return b, nil
 }

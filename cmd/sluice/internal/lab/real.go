@@ -59,7 +59,7 @@ func RunReal(ctx context.Context, s sim.Scenario, within time.Duration, oneAtATi
 	for i, p := range results {
 		if errs[i] != nil {
 			if !errors.Is(errs[i], ErrNotOnSockets) {
-				failed = append(failed, fmt.Errorf("%s: %w", s.Policies[i].Name, errs[i]))
+				failed = append(failed, fmt.Errorf("%s: %w", s.Policies[i].Label(), errs[i]))
 			}
 			continue
 		}
@@ -81,7 +81,7 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 		// fail at the origin depends on the retries: simulator only. The
 		// others run without them; where a retry would have mattered, the
 		// agreement with the simulator shows it.
-		if p.Kind == sim.None {
+		if p.Kind() == sim.None {
 			return nil, fmt.Errorf("%w: its clients retry, and sluice load does not", ErrNotOnSockets)
 		}
 		s.Load.Retries = sim.Retries{}
@@ -152,12 +152,8 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 	if err != nil {
 		return nil, err
 	}
-	name := p.Name
-	if name == "" {
-		name = string(p.Kind)
-	}
 	out := fromLoad(res, samples, s, interval)
-	out.Name, out.Kind = name, string(p.Kind)
+	out.Name, out.Kind = p.Label(), string(p.Kind())
 	if within > 0 {
 		out.Summary.Within = &report.Within{BoundMs: float64(within) / float64(time.Millisecond),
 			Successes: fr.okWithin.Load(), Admitted: fr.admitWithin.Load()}

@@ -1,8 +1,12 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -55,18 +59,48 @@ func runTour(t *testing.T, k float64, edit func(*Planned), names ...string) *Res
 	return res
 }
 
-// TestSeed003OnSockets holds seed 003's bars on real loopback sockets, at
-// a tenth of the time, cut at the end of the slow phase (18 s): from 30 s
-// (scaled) after the slowdown, the adaptive policy keeps >= 90% of the
-// achievable goodput, static-5 gets the seed's 2.3-2.5 rps (scaled) and no
-// limit about 0. It logs the agreement with the simulator, which the lab
-// reports rather than requires (static-5 differs: see docs/lab.md).
+// TestSeed003OnSockets holds seed 003's bars on real loopback sockets at a
+// tenth of the time (24 s): from 30 s (scaled) after the slowdown, the
+// adaptive policy keeps >= 90% of the achievable goodput, static-5 gets
+// the seed's 2.3-2.5 rps (scaled) and no limit about 0. It runs the sluice
+// command built without the race detector, as a user would: under -race on
+// a loaded 2-core machine the generator and servers lag by more than the
+// 50 ms of slack the client leaves at this scale, and the test would
+// measure the detector. The lab's own code runs under -race in the other
+// tests (TestRealStopsOnCancel, TestCapacityFindsOrigin).
 func TestSeed003OnSockets(t *testing.T) {
-	t.Parallel()
-	res := runTour(t, 0.1, func(p *Planned) { p.Scenario.Duration = 18 * time.Second }, "seed003")
+	root, err := FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice/cmd/sluice")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "lab", "-json", "-timescale", "0.1", "-out", dir,
+		filepath.Join(root, "scenarios", "seed003-slowdown.yaml"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sluice lab: %v\n%s", err, stderr.String())
+	}
+	var res Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("sluice lab -json: %v\n%s", err, out)
+	}
+	if len(res.Experiments) != 1 || res.Experiments[0].Real == nil {
+		t.Fatalf("want one experiment run on sockets, got %+v", res.Experiments)
+	}
 	x := res.Experiments[0]
+	for _, a := range x.Agreement {
+		t.Logf("%-10s real %5.1f%%  sim %5.1f%%  %+.1f pp", a.Policy, a.RealPct, a.SimPct, a.DiffPP)
+	}
 	n := 0
 	for _, c := range x.Checks {
+		t.Logf("%v: %s: want %s, got %s", c.Held, c.Name, c.Want, c.Got)
 		if strings.HasSuffix(c.Name, "(real)") {
 			n++
 			if !c.Held {
@@ -84,7 +118,6 @@ func TestSeed003OnSockets(t *testing.T) {
 // 5%. Past capacity the queue grows through each step and the successes'
 // p50 with it: 2% over capacity adds ~3 requests of queue a second.
 func TestCapacityFindsOrigin(t *testing.T) {
-	t.Parallel()
 	org, err := origin.New(origin.Config{Origin: sim.Origin{Workers: 2, Queue: -1,
 		Service: sim.Dist{Kind: sim.Constant, Mean: 10 * time.Millisecond}}})
 	if err != nil {

@@ -52,18 +52,8 @@ func Scale(s sim.Scenario, k float64) sim.Scenario {
 	s.Load = l
 
 	s.Policies = append([]sim.Policy(nil), s.Policies...)
-	for i := range s.Policies {
-		p := &s.Policies[i]
-		materializeDefaults(p)
-		d(&p.MaxWait)
-		d(&p.CoDelTarget)
-		d(&p.CoDelInterval)
-		r(&p.Rate)
-		d(&p.AIMD.Interval)
-		d(&p.AIMD.Timeout)
-		d(&p.Vegas.NoLoadWindow)
-		d(&p.Vegas.Timeout)
-		d(&p.Gradient2.Timeout)
+	for i, p := range s.Policies {
+		s.Policies[i] = scalePolicy(p, k)
 	}
 	return s
 }
@@ -74,31 +64,58 @@ func scaleDist(x sim.Dist, k float64) sim.Dist {
 	return x
 }
 
-// materializeDefaults writes down the time-valued defaults a policy relies
-// on, so that scaling scales them too: a default of 1 s left at 0 would
-// stay 1 s while everything around it shrank.
-func materializeDefaults(p *sim.Policy) {
-	if p.Discipline == concurrency.CoDel || p.Discipline == concurrency.AdaptiveLIFO {
-		if p.CoDelTarget == 0 {
-			p.CoDelTarget = 5 * time.Millisecond // concurrency.Config's documented default
+// scalePolicy scales a policy's durations by k and its rates by 1/k. The
+// time-valued defaults it relies on are written down first, so that they
+// scale too: a default of 1 s left at 0 would stay 1 s while everything
+// around it shrank.
+func scalePolicy(p sim.Policy, k float64) sim.Policy {
+	d := func(v *time.Duration) { *v = time.Duration(float64(*v) * k) }
+	codel := func(disc concurrency.Discipline, target, interval *time.Duration) {
+		if disc == concurrency.CoDel || disc == concurrency.AdaptiveLIFO {
+			if *target == 0 {
+				*target = 5 * time.Millisecond // concurrency.Config's documented default
+			}
+			if *interval == 0 {
+				*interval = 100 * time.Millisecond // concurrency.Config's documented default
+			}
 		}
-		if p.CoDelInterval == 0 {
-			p.CoDelInterval = 100 * time.Millisecond // concurrency.Config's documented default
-		}
+		d(target)
+		d(interval)
 	}
-	if p.Kind != sim.Adaptive {
-		return
-	}
-	switch p.Algorithm {
-	case sim.AIMD:
-		if p.AIMD.Interval == 0 {
-			p.AIMD.Interval = time.Second // AIMDConfig's documented default
+	switch q := p.(type) {
+	case sim.ConcurrencyPolicy:
+		d(&q.MaxWait)
+		codel(q.Discipline, &q.CoDelTarget, &q.CoDelInterval)
+		return q
+	case sim.AdaptivePolicy:
+		d(&q.MaxWait)
+		codel(q.Discipline, &q.CoDelTarget, &q.CoDelInterval)
+		switch q.Algorithm {
+		case sim.AIMD:
+			if q.AIMD.Interval == 0 {
+				q.AIMD.Interval = time.Second // AIMDConfig's documented default
+			}
+		case sim.Vegas:
+			if q.Vegas.NoLoadWindow == 0 {
+				q.Vegas.NoLoadWindow = 30 * time.Second // VegasConfig's documented default
+			}
 		}
-	case sim.Vegas:
-		if p.Vegas.NoLoadWindow == 0 {
-			p.Vegas.NoLoadWindow = 30 * time.Second // VegasConfig's documented default
-		}
+		d(&q.AIMD.Interval)
+		d(&q.AIMD.Timeout)
+		d(&q.Vegas.NoLoadWindow)
+		d(&q.Vegas.Timeout)
+		d(&q.Gradient2.Timeout)
+		return q
+	case sim.TokenBucketPolicy:
+		d(&q.MaxWait)
+		q.Rate /= k
+		return q
+	case sim.TickerPolicy:
+		d(&q.MaxWait)
+		q.Rate /= k
+		return q
 	}
+	return p
 }
 
 // ScaleLoad returns s with the load's schedule alone shortened by k: the

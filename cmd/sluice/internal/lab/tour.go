@@ -49,7 +49,7 @@ type Experiment struct {
 // recommended is sluice's adaptive policy with nothing chosen: the
 // algorithm the simulator and the library use when none is named, so the
 // tour follows the library's recommendation when it changes.
-var recommended = sim.Policy{Name: "adaptive", Kind: sim.Adaptive}
+var recommended = sim.AdaptivePolicy{Name: "adaptive"}
 
 // Tour returns the seeds' experiments that `sluice lab` runs without
 // arguments, with files relative to the repository root. Time scales keep
