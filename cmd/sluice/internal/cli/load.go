@@ -108,6 +108,9 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 		return usageError(fs, "-interval", fmt.Errorf("must be > 0, got %v", *interval))
 	}
 	cfg.Clients, cfg.ClientsVia, cfg.TimeScale = *clients, *via, *timescale
+	if !(*timescale > 0) { // the library reads 0 as its default
+		return usageError(fs, "-timescale", fmt.Errorf("must be > 0, got %v", *timescale))
+	}
 	cfg.Method, cfg.Header, cfg.DisableKeepAlive, cfg.Connections = *method, http.Header(headers), *noKeepAlive, *conns
 	if *conns == 0 || *conns < -1 {
 		return usageError(fs, "-connections", fmt.Errorf("must be > 0, or -1 for no cap, got %d", *conns))
