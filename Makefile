@@ -2,10 +2,10 @@
 # (.ci/run calls exactly this.)
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-MODULES     := . bench cmd/sluice promsluice
+MODULES     := . bench cmd/sluice promsluice redisstore
 GOFLAGS_TEST ?= -race -count=1 -timeout=8m
 
-.PHONY: test vet staticcheck gotest lab bench tools seed004
+.PHONY: test vet staticcheck gotest lab bench redis-server tools seed004
 
 test: tools vet staticcheck gotest seed004
 
@@ -30,10 +30,16 @@ vet:
 staticcheck:
 	@for m in $(MODULES); do echo "== staticcheck ($$m)"; (cd $$m && go run $(STATICCHECK) ./...) || exit 1; done
 
-gotest:
+gotest: redis-server
 	@for m in $(MODULES); do echo "== go test ($$m)"; (cd $$m && go test $(GOFLAGS_TEST) ./...) || exit 1; done
 
 # Comparison benchmarks, side by side, and the sluice/anchor ratio table
 # (see docs/benchmarks.md); raw output for benchstat in bench/bench.txt.
 bench:
 	cd bench && go run ./cmd/ratios -count 6 -cpu 2,4,8 -benchtime 300ms -out bench.txt
+
+# redisstore's tests start their own redis-server processes (never port
+# 6379); install the binaries when they are missing.
+redis-server:
+	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq redis-server redis-tools)

@@ -153,7 +153,7 @@ func (l *Limiter) enter() {
 		}
 		if l.hot.state.CompareAndSwap(s, s|slowBit) {
 			l.setWide(false)
-			l.core.inFlight = int(s & inFlightMask)
+			l.core.inFlight = int(s&inFlightMask) - l.drainCache()
 			l.inFlight.Store(int64(l.core.inFlight))
 			l.core.meanSvc = l.meanSvc.Load()
 			return

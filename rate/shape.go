@@ -105,14 +105,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 // that every chunk can be paid for.
 func chunk(b *Bucket, want int) (int, error) {
 	s, _ := b.load()
-	if s.Mode == gcra.Inf || int64(want) <= s.Burst {
+	if s.Mode == gcra.Inf || int64(want) <= s.burst {
 		return want, nil
 	}
-	if s.Burst == 0 {
+	if s.burst == 0 {
 		b.c.Reject(sluice.ReasonTooLarge)
 		return 0, sluice.RejectQuota(sluice.ReasonTooLarge, 0)
 	}
-	return int(s.Burst), nil
+	return int(s.burst), nil
 }
 
 // pay takes n tokens for bytes already moved: it waits however long that

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
+// never is a time that never comes; as a deadline it is waitrule.NoDeadline
+// (both math.MaxInt64), so a request's deadline goes to the rule as is.
 const never = math.MaxInt64
 
 // request is one attempt. Requests live in a pool (engine.pool) and are
@@ -47,11 +48,10 @@ type engine struct {
 
 	rngArr, rngSvc, rngRetry *rand.Rand
 
-	pol  policy
-	org  origin
-	arr  arrivals
-	m    metrics
-	base int64 // clock nanos of virtual time 0, for the decision code
+	pol gate
+	org origin
+	arr arrivals
+	m   metrics
 
 	timeout     int64 // client deadline, 0: none
 	clientCap   int
@@ -86,14 +86,11 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	}
 	e.org = newOrigin(&sc.Origin)
 	e.m.capacity(0, e.org.capacity())
-	pol, err := newPolicy(e, &sc.Policies[pi])
+	pol, err := sc.Policies[pi].start(e)
 	if err != nil {
 		return nil, err
 	}
 	e.pol = pol
-	// The decision code keeps time as clock nanos; virtual 0 maps to a
-	// moment after the policy was built, so a rate bucket starts full.
-	e.base = clock.Nanos() + int64(time.Second)
 
 	e.tick = int64(interval)
 	e.schedule(min(e.tick, e.end), evTick, 0, 0)
@@ -105,8 +102,12 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	return e, nil
 }
 
-// t converts virtual time to the time.Time the decision code takes.
-func (e *engine) t(v int64) time.Time { return clock.ToTime(e.base + v) }
+// t converts virtual time to the time.Time the decision code takes: v
+// nanoseconds after the clock's epoch. Any origin would do, since the
+// decision code looks only at differences (a rate bucket is full at its
+// first decision whatever the time: TestBucketStartsFull); a fixed one
+// keeps a run from depending on when it ran.
+func (e *engine) t(v int64) time.Time { return clock.ToTime(v) }
 
 func (e *engine) schedule(at int64, k evKind, id int32, gen uint32) {
 	e.seq++
@@ -221,7 +222,7 @@ func (e *engine) fire(k evKind, id int32, r *request) {
 	case evRefuse:
 		e.answer(id, r, cRefused)
 	case evGrant:
-		e.pol.(*bucketPolicy).grant(id, r)
+		e.pol.(*bucketGate).grant(id, r)
 	}
 }
 
@@ -274,6 +275,7 @@ func (e *engine) maybeFree(id int32, r *request) {
 
 // send is a first attempt, due now.
 func (e *engine) send() {
+	e.m.inc(e.now, cDue)
 	if e.clientCap > 0 && e.clientBusy >= e.clientCap {
 		e.m.inc(e.now, cUnsent)
 		return
@@ -383,26 +385,6 @@ func (e *engine) fail(id int32, r *request) {
 		e.clientBusy--
 	}
 	e.maybeFree(id, r)
-}
-
-// overflow is the error of a run stopped by full, naming the field that
-// let the requests pile up where most of them were.
-func (e *engine) overflow(pi int) error {
-	queued, atOrigin := e.pol.queued(), e.org.live+e.org.busy
-	field, where := "load.rate", "waiting for clients' retries or in flight"
-	switch {
-	case queued >= atOrigin && queued >= e.inFlight:
-		field, where = fmt.Sprintf("policies[%d].queue", pi), "queued in the policy"
-		if e.sc.Policies[pi].Kind == TokenBucket {
-			field = fmt.Sprintf("policies[%d].max_wait", pi)
-		}
-	case e.org.live >= e.inFlight/2:
-		field, where = "origin.queue", "queued at the origin"
-	case e.sc.Policies[pi].Kind == None:
-		field, where = fmt.Sprintf("policies[%d].kind", pi), "in flight with no limit"
-	}
-	return bad(field, "more than %d requests alive at once at %v (most %s), more than a run may hold in memory: bound the queue, set a timeout or lower the load",
-		maxLive, time.Duration(e.now), where)
 }
 
 func (e *engine) closeInterval() {

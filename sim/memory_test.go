@@ -19,7 +19,7 @@ func TestValidateRefusesQueueTooLargeForMemory(t *testing.T) {
 		Load:     Load{Rate: 1e8},
 	}
 	for range 5 {
-		s.Policies = append(s.Policies, Policy{Kind: Concurrency, Limit: 1, Queue: Unbounded})
+		s.Policies = append(s.Policies, ConcurrencyPolicy{Limit: 1, Queue: Unbounded})
 	}
 	err := s.Validate()
 	var fe *FieldError
@@ -29,21 +29,22 @@ func TestValidateRefusesQueueTooLargeForMemory(t *testing.T) {
 
 	// What makes it fit: a bounded queue, a max_wait, or a client timeout
 	// that takes waiters out of the queue.
-	for name, edit := range map[string]func(p *Policy, l *Load){
-		"queue":    func(p *Policy, _ *Load) { p.Queue = 1000 },
-		"max_wait": func(p *Policy, _ *Load) { p.MaxWait = 5 * ms },
-		"timeout":  func(_ *Policy, l *Load) { l.Timeout = 5 * ms },
+	for name, edit := range map[string]func(p *ConcurrencyPolicy, l *Load){
+		"queue":    func(p *ConcurrencyPolicy, _ *Load) { p.Queue = 1000 },
+		"max_wait": func(p *ConcurrencyPolicy, _ *Load) { p.MaxWait = 5 * ms },
+		"timeout":  func(_ *ConcurrencyPolicy, l *Load) { l.Timeout = 5 * ms },
 	} {
 		s2 := s
-		s2.Policies = []Policy{s.Policies[0]}
-		edit(&s2.Policies[0], &s2.Load)
+		p := s.Policies[0].(ConcurrencyPolicy)
+		edit(&p, &s2.Load)
+		s2.Policies = []Policy{p}
 		if err := s2.Validate(); err != nil {
 			t.Errorf("with %s: %v", name, err)
 		}
 	}
 
 	tb := Scenario{Duration: 100 * ms, Interval: 100 * ms, Origin: s.Origin, Load: s.Load,
-		Policies: []Policy{{Kind: TokenBucket, Rate: 1e8, MaxWait: time.Second}}}
+		Policies: []Policy{TokenBucketPolicy{Rate: 1e8, MaxWait: time.Second}}}
 	if err := tb.Validate(); !errors.As(err, &fe) || fe.Field != "policies[0].max_wait" {
 		t.Errorf("token bucket lending 1e8 tokens: Validate = %v, want a policies[0].max_wait error", err)
 	}
@@ -57,7 +58,7 @@ func TestRunStopsWhenRequestsPileUp(t *testing.T) {
 		Duration: 10 * time.Second,
 		Origin:   Origin{Workers: 1, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: ms}},
 		Load:     Load{Rate: 200_000},
-		Policies: []Policy{{Kind: None}},
+		Policies: []Policy{NonePolicy{}},
 	}
 	if err := s.Validate(); err != nil {
 		t.Fatalf("the scenario should pass Validate: %v", err)

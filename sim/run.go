@@ -33,7 +33,7 @@ func RunPolicy(s Scenario, i int) (PolicyResult, error) {
 }
 
 func runPolicy(s *Scenario, i int) (PolicyResult, error) {
-	p := &s.Policies[i]
+	p := s.Policies[i]
 	e, err := newEngine(s, i)
 	if err != nil {
 		// The scenario validated, so this is a limit the decision code
@@ -44,12 +44,8 @@ func runPolicy(s *Scenario, i int) (PolicyResult, error) {
 	if e.full {
 		return PolicyResult{}, e.overflow(i)
 	}
-	name := p.Name
-	if name == "" {
-		name = string(p.Kind)
-	}
 	return PolicyResult{
-		Name:      name,
+		Name:      p.Label(),
 		Summary:   e.m.summary(e.end),
 		Series:    e.m.points,
 		Simulated: e.simulated,

@@ -89,35 +89,48 @@ func (s *Scenario) checkSize() error {
 }
 
 // checkWaiting refuses a policy whose queue could hold more than maxLive
-// requests at once: its bound when it has one, else what arrives within
-// its longest wait (max_wait, or the client's timeout, which takes a
-// request out of the queue), else every request of the run.
+// requests at once (Policy.waiting bounds it).
 func (s *Scenario) checkWaiting(i int, peak, requests float64) error {
-	p := &s.Policies[i]
-	f := fmt.Sprintf("policies[%d]", i)
-	waiting := requests
-	switch p.Kind {
-	case Concurrency, Adaptive, Ticker:
-		f += ".queue"
-		if p.Queue != Unbounded {
-			waiting = min(waiting, float64(p.Queue))
-		}
-		if w := longestWait(p.MaxWait, s.Load.Timeout); w > 0 {
-			waiting = min(waiting, s.arrivingWithin(w, peak))
-		}
-	case TokenBucket:
-		// A reservation waits at most MaxWait, so the bucket lends at
-		// most MaxWait's worth of tokens beyond its burst.
-		f += ".max_wait"
-		waiting = min(waiting, p.Rate*p.MaxWait.Seconds()+float64(max(p.Burst, 1)))
-	default:
-		return nil
-	}
-	if waiting > maxLive {
-		return bad(f, "up to %.3g requests could wait in this policy at once, more than the %d a run may hold in memory: bound the queue, or set max_wait or load.timeout",
+	field, waiting := s.Policies[i].waiting(s, peak, requests)
+	if field != "" && waiting > maxLive {
+		return bad(fmt.Sprintf("policies[%d].%s", i, field), "up to %.3g requests could wait in this policy at once, more than the %d a run may hold in memory: bound the queue, or set max_wait or load.timeout",
 			waiting, maxLive)
 	}
 	return nil
+}
+
+func (NonePolicy) waiting(*Scenario, float64, float64) (string, float64) { return "", 0 }
+
+func (p ConcurrencyPolicy) waiting(s *Scenario, peak, requests float64) (string, float64) {
+	return "queue", s.queueBound(p.Queue, p.MaxWait, peak, requests)
+}
+
+func (p AdaptivePolicy) waiting(s *Scenario, peak, requests float64) (string, float64) {
+	return "queue", s.queueBound(p.Queue, p.MaxWait, peak, requests)
+}
+
+func (p TickerPolicy) waiting(s *Scenario, peak, requests float64) (string, float64) {
+	return "queue", s.queueBound(p.Queue, p.MaxWait, peak, requests)
+}
+
+// waiting: a reservation waits at most MaxWait, so the bucket lends at
+// most MaxWait's worth of tokens beyond its burst.
+func (p TokenBucketPolicy) waiting(_ *Scenario, _, requests float64) (string, float64) {
+	return "max_wait", min(requests, p.Rate*p.MaxWait.Seconds()+float64(max(p.Burst, 1)))
+}
+
+// queueBound bounds the requests in a queue: its bound when it has one, and
+// what arrives within its longest wait (maxWait, or the client's timeout,
+// which takes a request out of the queue), and every request of the run.
+func (s *Scenario) queueBound(queue int, maxWait time.Duration, peak, requests float64) float64 {
+	n := requests
+	if queue != Unbounded {
+		n = min(n, float64(queue))
+	}
+	if w := longestWait(maxWait, s.Load.Timeout); w > 0 {
+		n = min(n, s.arrivingWithin(w, peak))
+	}
+	return n
 }
 
 // longestWait is how long a request may wait in a policy's queue: the
@@ -145,4 +158,22 @@ func (s *Scenario) arrivingWithin(w time.Duration, peak float64) float64 {
 		n += float64(b.Size) * bursts
 	}
 	return (n + 1) * float64(1+l.Retries.Max)
+}
+
+// overflow is the error of a run stopped by full, naming the field that
+// let the requests pile up where most of them were.
+func (e *engine) overflow(pi int) error {
+	queued, atOrigin := e.pol.queued(), e.org.live+e.org.busy
+	field, where := "load.rate", "waiting for clients' retries or in flight"
+	p := e.sc.Policies[pi]
+	switch qf, _ := p.waiting(e.sc, 0, 0); {
+	case qf != "" && queued >= atOrigin && queued >= e.inFlight:
+		field, where = fmt.Sprintf("policies[%d].%s", pi, qf), "queued in the policy"
+	case e.org.live >= e.inFlight/2:
+		field, where = "origin.queue", "queued at the origin"
+	case p.Kind() == None:
+		field, where = fmt.Sprintf("policies[%d].kind", pi), "in flight with no limit"
+	}
+	return bad(field, "more than %d requests alive at once at %v (most %s), more than a run may hold in memory: bound the queue, set a timeout or lower the load",
+		maxLive, time.Duration(e.now), where)
 }

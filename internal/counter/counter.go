@@ -59,7 +59,7 @@ func (c *Counters) Reject(r sluice.Reason) {
 
 func (c *Counters) add(i int) {
 	if s := c.stripes.Load(); s != nil {
-		(*s)[probe()&uintptr(len(*s)-1)].slots[i].Add(1)
+		(*s)[Probe()&uintptr(len(*s)-1)].slots[i].Add(1)
 		return
 	}
 	if v := c.base[i].Load(); c.base[i].CompareAndSwap(v, v+1) {
@@ -82,10 +82,11 @@ func (c *Counters) spread() {
 	c.stripes.CompareAndSwap(nil, &s)
 }
 
-// probe returns a hash of the calling goroutine's stack address: stable for
+// Probe returns a hash of the calling goroutine's stack address: stable for
 // a goroutine (unless its stack moves, which costs only locality) and
-// different for goroutines whose stacks differ, as concurrent ones' do.
-func probe() uintptr {
+// different for goroutines whose stacks differ, as concurrent ones' do. Its
+// low bits pick a stripe.
+func Probe() uintptr {
 	var x byte
 	a := uintptr(unsafe.Pointer(&x)) >> 11 // stacks are at least 2 KiB apart
 	return (a * 0x9E3779B97F4A7C15) >> 40

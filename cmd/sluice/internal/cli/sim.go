@@ -108,7 +108,8 @@ func simulate(e env, f *scenario.File, asJSON bool, plotFile *os.File, format st
 		return ExitFail
 	}
 	if plotFile != nil {
-		if err := report.Plot(plotFile, format, r); err == nil {
+		err := report.Plot(plotFile, format, r)
+		if err == nil {
 			err = plotFile.Close()
 		}
 		if err != nil {

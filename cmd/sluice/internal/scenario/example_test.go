@@ -25,7 +25,7 @@ policies:
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(f.Name, f.Duration, f.Origin.Workers, f.Load.Timeout, f.Policies[0].Name)
+	fmt.Println(f.Name, f.Duration, f.Origin.Workers, f.Load.Timeout, f.Policies[0].Label())
 	// Output:
 	// slow 1m0s 7 2.5s static-5
 }
