@@ -15,50 +15,6 @@ import (
 	"testing"
 )
 
-// runTour plans the named tour experiments (at scale k, 0 for their own),
-// lets edit change the plan, and runs them on sockets and in the
-// simulator.
-func runTour(t *testing.T, k float64, edit func(*Planned), names ...string) *Result {
-	t.Helper()
-	root, err := FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exps []Experiment
-	for _, e := range Tour() {
-		for _, n := range names {
-			if e.Name == n {
-				exps = append(exps, e)
-			}
-		}
-	}
-	plan, err := Plan(InRoot(exps, root), k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		for i := range plan {
-			edit(&plan[i])
-		}
-	}
-	res, err := Run(context.Background(), plan, Options{Real: RunReal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range res.Experiments {
-		if x.Error != "" {
-			t.Fatalf("%s: %s", x.Name, x.Error)
-		}
-		for _, a := range x.Agreement {
-			t.Logf("%s %-20s real %6.1f%%  sim %6.1f%%  %+.1f pp", x.Name, a.Policy, a.RealPct, a.SimPct, a.DiffPP)
-		}
-		for _, c := range x.Checks {
-			t.Logf("%s %v: %s: want %s, got %s", x.Name, c.Held, c.Name, c.Want, c.Got)
-		}
-	}
-	return res
-}
-
 // TestSeed003OnSockets holds seed 003's bars on real loopback sockets at a
 // tenth of the time (24 s): from 30 s (scaled) after the slowdown, the
 // adaptive policy keeps >= 90% of the achievable goodput, static-5 gets
