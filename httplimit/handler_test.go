@@ -403,3 +403,29 @@ func TestDefaultWaitIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// A request queued in a concurrency limiter without a MaxWait of its own
+// waits the middleware's MaxWait, then gets 503 (queue_timeout): neither a
+// wait without bound nor a "client went away".
+func TestWaitEndsAtMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim, err := concurrency.New(concurrency.Config{Limit: 1, MaxQueue: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := lim.TryAcquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(sluice.Ignore, 0)
+		h := mustNew(t, okHandler, Config{Limiter: lim, MaxWait: 300 * time.Millisecond})
+		start := time.Now()
+		w := serve(h, httptest.NewRequest("GET", "/", nil))
+		if w.Code != http.StatusServiceUnavailable || time.Since(start) != 300*time.Millisecond {
+			t.Errorf("status %d after %v, want 503 after MaxWait (300ms)", w.Code, time.Since(start))
+		}
+		if s := h.Stats(); s.Rejected[sluice.ReasonQueueTimeout] != 1 || s.Canceled != 0 || s.Waiting != 0 {
+			t.Errorf("stats %+v, want one queue_timeout rejection, nobody waiting", s)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -92,10 +93,11 @@ func (w *waiters) leave(slot int) {
 }
 
 // timedOut turns a wait that ran out of the middleware's MaxWait (the
-// limiter returned the wait context's error while the request's own
-// context is live) into a rejection.
+// limiter returned the deadline's error, the request's own context is
+// live) into a rejection.
 func timedOut(req, wait context.Context, err error) error {
-	if err == nil || wait.Err() == nil || req.Err() != nil || err != wait.Err() {
+	if err == nil || req.Err() != nil || wait.Err() == nil ||
+		errors.Is(err, sluice.ErrRejected) || !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return sluice.Reject(sluice.ReasonQueueTimeout, 0)

@@ -33,3 +33,21 @@ func ExampleBuckets_Overflow() {
 	fmt.Println(s.Admitted, s.RejectedTotal())
 	// Output: 2 1
 }
+
+// RemainingAt is what is left of a key's quota for the IETF RateLimit
+// field (httplimit.RatePolicy.Remaining takes Remaining as it is): whole
+// tokens, and the time until the bucket is full again. A key that did not
+// fit under MaxKeys reports the overflow bucket it is answered by.
+func ExampleBuckets_RemainingAt() {
+	b, _ := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 2, Burst: 4}, MaxKeys: 1})
+	now := time.Unix(1_700_000_000, 0)
+	b.AllowAt(now, "alice")
+	b.AllowAt(now, "alice")
+	b.AllowAt(now, "alice")
+	fmt.Println(b.RemainingAt(now, "alice"))
+	b.AllowAt(now, "bob") // no room: the overflow bucket answers bob
+	fmt.Println(b.RemainingAt(now, "bob"))
+	// Output:
+	// 1 1.5s
+	// 3 500ms
+}

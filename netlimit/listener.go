@@ -145,8 +145,9 @@ func (l *Listener) Stats() sluice.Stats {
 }
 
 // Unanswered counts rejected connections closed without the Reject
-// response because every rejecter was busy and the reject queue full. They
-// are also counted in Stats' Rejected.
+// response because every rejecter was busy and the reject queue full, or
+// because a rejecter took them only after their RejectTimeout (counted
+// from accept) had passed. They are also counted in Stats' Rejected.
 func (l *Listener) Unanswered() uint64 { return l.unanswered.Load() }
 
 // loop takes connections from the kernel and decides on each.

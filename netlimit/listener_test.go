@@ -42,8 +42,9 @@ func TestConfigErrors(t *testing.T) {
 				ln.Close()
 				t.Fatal("no error")
 			}
-			if !errors.Is(err, sluice.ErrInvalidConfig) || !errors.Is(err, sluice.ErrInvalidConfig) {
-				t.Errorf("%v does not match sluice.ErrInvalidConfig and sluice.ErrInvalidConfig", err)
+			var ce *sluice.ConfigError
+			if !errors.Is(err, sluice.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Package != "netlimit" {
+				t.Errorf("%v is not a netlimit *sluice.ConfigError", err)
 			}
 			if !bytes.Contains([]byte(err.Error()), []byte(tc.field)) {
 				t.Errorf("%q does not name %s", err, tc.field)

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"flag"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -32,15 +34,26 @@ func leases(t testing.TB, s *Store, key string) int64 {
 	return n
 }
 
+var long = flag.Bool("redisstore.long", false, "run the shared-lease test for 60 s with replicas killed at random")
+
+type replica struct {
+	s    *Store
+	l    *Concurrency
+	dead atomic.Bool
+}
+
 // Four replicas (each its own store and client) share a limit of 20 while
 // 64 workers ask: a loopback origin counts the requests in flight and
-// never sees more than 20. One replica "crashes" mid-run (its limiter and
-// store stop without releasing); its leases expire after the TTL and no
-// slot leaks.
+// never sees more than 20. Replicas are killed mid-run (limiter and store
+// stop without releasing, holding at least 5 leases each) and replaced by
+// fresh ones; their leases expire after the TTL and no slot leaks. 5 s in
+// make test; 60 s with a kill every 5 s with -redisstore.long:
+//
+//	cd redisstore && go test -race -run TestConcurrencySharedLimit -redisstore.long -v .
 func TestConcurrencySharedLimit(t *testing.T) {
-	run := 5 * time.Second
-	if testing.Short() {
-		run = 2 * time.Second
+	run, every := 5*time.Second, 2500*time.Millisecond
+	if *long {
+		run, every = 60*time.Second, 5*time.Second
 	}
 	const limit = 20
 	var inFlight, peak, served atomic.Int64
@@ -62,71 +75,81 @@ func TestConcurrencySharedLimit(t *testing.T) {
 	newStore(t, Config{}) // flushes the shared server
 	const key = "shared20"
 	const ttl = 600 * time.Millisecond
-	var lims [4]*Concurrency
-	var stores [4]*Store
-	for i := range lims {
+	start := func() *replica {
 		s, err := Open(srv.URL(), Config{Timeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[i] = s
-		lims[i], err = NewConcurrency(s, ConcurrencyConfig{Key: key, Limit: limit, TTL: ttl, MaxWait: 100 * time.Millisecond, Failure: FailClosed})
+		l, err := NewConcurrency(s, ConcurrencyConfig{Key: key, Limit: limit, TTL: ttl, MaxWait: 100 * time.Millisecond, Failure: FailClosed})
 		if err != nil {
 			t.Fatal(err)
 		}
+		return &replica{s: s, l: l}
 	}
-	// Replica 3 holds 5 leases for work that is still running when it
-	// crashes: they must expire, not leak.
-	for range 5 {
-		if _, err := lims[3].Acquire(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+	var slots [4]atomic.Pointer[replica]
+	for i := range slots {
+		slots[i].Store(start())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
 	var wg sync.WaitGroup
-	var crashed atomic.Bool
 	for w := range 64 {
 		wg.Go(func() {
-			lim := lims[w%4]
 			for ctx.Err() == nil {
-				if w%4 == 3 && crashed.Load() {
-					return
-				}
-				p, err := lim.Acquire(ctx)
+				r := slots[w%4].Load()
+				p, err := r.l.Acquire(ctx)
 				if err != nil {
 					continue
 				}
 				if resp, err := origin.Client().Get(origin.URL); err == nil {
 					resp.Body.Close()
 				}
-				if w%4 == 3 && crashed.Load() {
-					return // the crashed replica never releases
+				if r.dead.Load() {
+					continue // a killed replica never releases
 				}
 				p.Release(sluice.Success, 0)
 			}
 		})
 	}
-	// Crash replica 3 halfway: stop its renewal and its store, holding
-	// whatever leases it has.
-	time.Sleep(run / 2)
-	crashed.Store(true)
-	lims[3].Close()
-	stores[3].Close()
-	wg.Wait()
-	heldAtCrash := lims[3].Stats().InFlight
-	if heldAtCrash < 5 {
-		t.Fatalf("the crashed replica held %d leases, want at least its 5", heldAtCrash)
+	// The killer: every interval, a random replica takes 5 leases for
+	// work that never finishes, then dies; a fresh one takes its slot.
+	killed, leaked := 0, 0
+	tick := time.NewTicker(every)
+kill:
+	for {
+		select {
+		case <-ctx.Done():
+			break kill
+		case <-tick.C:
+		}
+		i := rand.IntN(4)
+		r := slots[i].Load()
+		for got, tries := 0, 0; got < 5 && tries < 200; tries++ {
+			if _, err := r.l.Acquire(context.Background()); err == nil {
+				got++
+			}
+		}
+		r.dead.Store(true)
+		slots[i].Store(start())
+		leaked += r.l.Stats().InFlight
+		r.l.Close()
+		r.s.Close()
+		killed++
 	}
-	for i := range 3 {
-		lims[i].Close()
-		stores[i].Close()
+	tick.Stop()
+	wg.Wait()
+	for i := range slots {
+		slots[i].Load().l.Close()
+		slots[i].Load().s.Close()
 	}
 	if p := peak.Load(); p > limit {
 		t.Fatalf("peak in flight %d > limit %d", p, limit)
 	}
-	if served.Load() < 100 {
+	if served.Load() < 20 {
 		t.Fatalf("only %d requests served", served.Load())
+	}
+	if killed == 0 || leaked == 0 {
+		t.Fatalf("%d replicas killed holding %d leases: the leak check below would prove nothing", killed, leaked)
 	}
 	time.Sleep(ttl + 50*time.Millisecond)
 	s2, err := Open(srv.URL(), Config{Timeout: time.Second})
@@ -144,7 +167,7 @@ func TestConcurrencySharedLimit(t *testing.T) {
 		t.Fatalf("%d leases after the TTL, want only the new one: %d leaked", n, n-1)
 	}
 	p.Release(sluice.Success, 0)
-	t.Logf("peak %d of %d, %d served in %v; %d leases of the crashed replica expired", peak.Load(), limit, served.Load(), run, heldAtCrash)
+	t.Logf("peak %d of %d, %d served in %v; %d replicas killed holding %d leases, 0 leaked", peak.Load(), limit, served.Load(), run, killed, leaked)
 }
 
 // A holder's lease outlives its TTL while it runs: the renewer extends it.

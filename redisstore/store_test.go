@@ -76,7 +76,10 @@ func TestConfigErrors(t *testing.T) {
 		{"RateConfig.Prefix", func() error { _, err := NewBuckets(s, RateConfig{Rate: 1, Burst: 5, Prefix: long}); return err }()},
 		{"Failure", func() error { _, err := NewBuckets(s, RateConfig{Rate: 1, Burst: 5, Failure: 9}); return err }()},
 		{"ConcurrencyConfig.Limit", func() error { _, err := NewConcurrency(s, ConcurrencyConfig{Key: "k", Limit: 0}); return err }()},
-		{"ConcurrencyConfig.TTL", func() error { _, err := NewConcurrency(s, ConcurrencyConfig{Key: "k", Limit: 1, TTL: time.Millisecond}); return err }()},
+		{"ConcurrencyConfig.TTL", func() error {
+			_, err := NewConcurrency(s, ConcurrencyConfig{Key: "k", Limit: 1, TTL: time.Millisecond})
+			return err
+		}()},
 		{"ConcurrencyConfig.Key", func() error { _, err := NewConcurrency(s, ConcurrencyConfig{Limit: 1}); return err }()},
 		{"ConcurrencyConfig.Key", func() error { _, err := NewConcurrency(s, ConcurrencyConfig{Key: long, Limit: 1}); return err }()},
 		{"ConcurrencyConfig.PollMax", func() error {

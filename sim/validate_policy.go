@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -69,7 +68,7 @@ func (p TickerPolicy) validate(f string) error {
 }
 
 func checkRate(f string, rate float64, burst int) error {
-	if !(rate > 0 && rate <= maxRate) || math.IsNaN(rate) {
+	if !(rate > 0 && rate <= maxRate) { // NaN too
 		return bad(f+".rate", "must be in (0, %g] per second, got %v", float64(maxRate), rate)
 	}
 	if burst < 0 {

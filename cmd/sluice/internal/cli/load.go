@@ -40,6 +40,7 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	method := fs.String("method", "GET", "request method")
 	var headers headerFlag
 	fs.Var(&headers, "H", "add a request header `'Name: value'`; repeatable")
+	conns := fs.Int("connections", load.DefaultConnections, "most open connections per client; -1: no cap")
 	noKeepAlive := fs.Bool("no-keepalive", false, "open a new connection for every request")
 	reasonHeader := fs.String("reason-header", load.DefaultReasonHeader, "response header that names a rejection's reason")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a summary")
@@ -107,7 +108,13 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 		return usageError(fs, "-interval", fmt.Errorf("must be > 0, got %v", *interval))
 	}
 	cfg.Clients, cfg.ClientsVia, cfg.TimeScale = *clients, *via, *timescale
-	cfg.Method, cfg.Header, cfg.DisableKeepAlive = *method, http.Header(headers), *noKeepAlive
+	if !(*timescale > 0) { // the library reads 0 as its default
+		return usageError(fs, "-timescale", fmt.Errorf("must be > 0, got %v", *timescale))
+	}
+	cfg.Method, cfg.Header, cfg.DisableKeepAlive, cfg.Connections = *method, http.Header(headers), *noKeepAlive, *conns
+	if *conns == 0 || *conns < -1 {
+		return usageError(fs, "-connections", fmt.Errorf("must be > 0, or -1 for no cap, got %d", *conns))
+	}
 	cfg.ReasonHeader, cfg.Interval = *reasonHeader, *interval
 	if !*asJSON && isTerminal(e.stdout) {
 		cfg.Progress = e.stdout

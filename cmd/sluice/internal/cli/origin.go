@@ -81,6 +81,9 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 		cfg.Seed = *seed
 	}
 	cfg.TimeScale, cfg.ErrorRate = *timescale, *errRate
+	if !(*timescale > 0) { // the library reads 0 as its default
+		return usageError(fs, "-timescale", fmt.Errorf("must be > 0, got %v", *timescale))
+	}
 	if *runFor < 0 {
 		return usageError(fs, "-for", fmt.Errorf("must be >= 0, got %v", *runFor))
 	}

@@ -22,6 +22,7 @@ const DefaultReasonHeader = "Sluice-Reason"
 // Defaults for the Config fields whose zero value means "default".
 const (
 	DefaultMaxOutstanding = 10_000
+	DefaultConnections    = 1024
 	DefaultInterval       = time.Second
 	DefaultDrain          = 5 * time.Second
 	DefaultLateAfter      = 5 * time.Millisecond
@@ -57,6 +58,19 @@ type Config struct {
 	// DisableKeepAlive opens a new connection for every request. Default
 	// false: connections are kept and reused.
 	DisableKeepAlive bool
+	// Connections caps each client's open connections to the target; a
+	// request due while all are busy waits for one (its latency, measured
+	// from the intended time, includes the wait), so the cap must be above
+	// the concurrency the experiment needs (rate × latency, or a burst's
+	// size), or the generator becomes a limiter itself. The default is
+	// generous for that reason. At tens of thousands of requests per
+	// second on a small machine, cap it near the concurrency actually
+	// needed (32-64, as wrk's -c): HTTP/1.1 holds a connection per
+	// outstanding request, and once a stall makes the generator fall
+	// behind, hundreds of busy connections cost more than they carry, and
+	// it does not catch up (docs/benchmarks.md). Default
+	// DefaultConnections; -1: no cap.
+	Connections int
 
 	// Load is the schedule, as in a scenario file's load: section
 	// (sim.Load documents each field): the arrival process, the rate,
@@ -146,6 +160,9 @@ func (c Config) validate() (Config, error) {
 	if c.Drain == 0 {
 		c.Drain = DefaultDrain
 	}
+	if c.Connections == 0 {
+		c.Connections = DefaultConnections
+	}
 	if c.ClientWorkers == 0 {
 		c.ClientWorkers = DefaultMaxOutstanding
 	}
@@ -169,6 +186,8 @@ func (c Config) validate() (Config, error) {
 		return bad("interval", c.Interval, "must be > 0")
 	case c.LateAfter < 0:
 		return bad("late_after", c.LateAfter, "must be > 0")
+	case c.Connections < -1:
+		return bad("connections", c.Connections, "must be > 0, or -1 for no cap")
 	case c.Drain < 0:
 		return bad("drain", c.Drain, "must be > 0")
 	case c.ClientWorkers < 0:

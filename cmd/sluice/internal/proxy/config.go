@@ -83,6 +83,9 @@ type Policy struct {
 	Concurrency       *ConcSpec       `yaml:"concurrency" json:"concurrency,omitempty"`
 	PerKeyConcurrency *PerKeyConcSpec `yaml:"per_key_concurrency" json:"per_key_concurrency,omitempty"`
 	DryRun            bool            `yaml:"dry_run" json:"dry_run"`
+	MaxWait           time.Duration   `yaml:"max_wait" json:"max_wait"`
+	MaxWaiting        int             `yaml:"max_waiting" json:"max_waiting"`
+	MaxWaitingPerKey  int             `yaml:"max_waiting_per_key" json:"max_waiting_per_key"`
 	QuotaStatus       int             `yaml:"quota_status" json:"quota_status"`
 	CapacityStatus    int             `yaml:"capacity_status" json:"capacity_status"`
 }
@@ -122,14 +125,17 @@ type PerKeyConcSpec struct {
 
 // Defaults.
 const (
-	DefaultListen       = ":8080"
-	DefaultAdminListen  = "127.0.0.1:9090"
-	DefaultDrainTimeout = 30 * time.Second
-	DefaultPoll         = 2 * time.Second
-	DefaultTimeout      = 30 * time.Second
-	DefaultStreamAfter  = 10 * time.Second
-	DefaultMaxKeys      = 65536
-	maxMaxKeys          = 1 << 24
+	DefaultListen           = ":8080"
+	DefaultAdminListen      = "127.0.0.1:9090"
+	DefaultDrainTimeout     = 30 * time.Second
+	DefaultPoll             = 2 * time.Second
+	DefaultTimeout          = 30 * time.Second
+	DefaultStreamAfter      = 10 * time.Second
+	DefaultMaxKeys          = 65536
+	DefaultMaxWait          = time.Second
+	DefaultMaxWaiting       = 1024
+	DefaultMaxWaitingPerKey = 8
+	maxMaxKeys              = 1 << 24
 )
 
 // LoadConfig reads, decodes and validates the config file at path. Every
@@ -325,6 +331,21 @@ func (c *Config) validatePolicy(p *Policy, at string) error {
 		p.MaxKeys = DefaultMaxKeys
 	} else if p.MaxKeys < 1 || p.MaxKeys > maxMaxKeys {
 		return c.errAt(at+".max_keys", "must be within [1, %d], got %d", maxMaxKeys, p.MaxKeys)
+	}
+	if p.MaxWait == 0 {
+		p.MaxWait = DefaultMaxWait
+	} else if p.MaxWait < 0 {
+		return c.errAt(at+".max_wait", "must be > 0, got %v", p.MaxWait)
+	}
+	if p.MaxWaiting == 0 {
+		p.MaxWaiting = DefaultMaxWaiting
+	} else if p.MaxWaiting < 1 || p.MaxWaiting > maxMaxKeys {
+		return c.errAt(at+".max_waiting", "must be within [1, %d], got %d", maxMaxKeys, p.MaxWaiting)
+	}
+	if p.MaxWaitingPerKey == 0 {
+		p.MaxWaitingPerKey = DefaultMaxWaitingPerKey
+	} else if p.MaxWaitingPerKey < 1 || p.MaxWaitingPerKey > maxMaxKeys {
+		return c.errAt(at+".max_waiting_per_key", "must be within [1, %d], got %d", maxMaxKeys, p.MaxWaitingPerKey)
 	}
 	if p.QuotaStatus == 0 {
 		p.QuotaStatus = 429

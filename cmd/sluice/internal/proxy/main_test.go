@@ -28,8 +28,7 @@ type running struct {
 }
 
 // writeConfig writes text to a file in dir, with UPSTREAM replaced.
-func writeConfig(t *testing.T, path, text, upstream string) {
-	t.Helper()
+func writeConfig(t testing.TB, path, text, upstream string) {
 	text = strings.ReplaceAll(text, "UPSTREAM", upstream)
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

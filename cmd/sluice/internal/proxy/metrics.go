@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,11 +23,15 @@ type metrics struct {
 	reloadOK  prometheus.Gauge
 	reloadAt  prometheus.Gauge
 	admission *prometheus.Desc
+
+	mu     sync.Mutex
+	routes map[string]*routeMetrics
 }
 
 func newMetrics(current func() *state) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		routes: map[string]*routeMetrics{},
+		reg:    prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_proxy_requests_total",
 			Help: "Requests answered, by route and status (route \"\" is no route matched).",
@@ -59,9 +65,41 @@ func newMetrics(current func() *state) *metrics {
 	return m
 }
 
-func (m *metrics) observe(route string, status int, d time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route).Observe(d.Seconds())
+// routeMetrics are one route's series, looked up once rather than per
+// request (a label lookup hashes the values and takes a lock).
+type routeMetrics struct {
+	m     *metrics
+	route string
+	dur   prometheus.Observer
+	codes [600]atomic.Pointer[prometheus.Counter] // by status
+}
+
+// forRoute returns the series of the route named route, shared by its
+// versions across reloads.
+func (m *metrics) forRoute(route string) *routeMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rm := m.routes[route]; rm != nil {
+		return rm
+	}
+	rm := &routeMetrics{m: m, route: route, dur: m.duration.WithLabelValues(route)}
+	m.routes[route] = rm
+	return rm
+}
+
+func (rm *routeMetrics) observe(status int, d time.Duration) {
+	rm.dur.Observe(d.Seconds())
+	if status < 0 || status >= len(rm.codes) {
+		rm.m.requests.WithLabelValues(rm.route, strconv.Itoa(status)).Inc()
+		return
+	}
+	c := rm.codes[status].Load()
+	if c == nil {
+		cnt := rm.m.requests.WithLabelValues(rm.route, strconv.Itoa(status))
+		c = &cnt
+		rm.codes[status].Store(c)
+	}
+	(*c).Inc()
 }
 
 func (m *metrics) reloaded(ok bool) {
@@ -77,6 +115,9 @@ func (m *metrics) reloaded(ok bool) {
 
 // forget drops the series of a route that a reload removed.
 func (m *metrics) forget(route string) {
+	m.mu.Lock()
+	delete(m.routes, route)
+	m.mu.Unlock()
 	m.requests.DeletePartialMatch(prometheus.Labels{"route": route})
 	m.duration.DeleteLabelValues(route)
 }

@@ -31,6 +31,7 @@ type route struct {
 	limit   *httplimit.Handler // nil without a policy
 	handler http.Handler       // limit, or the proxy itself
 	tr      *http.Transport
+	metrics *routeMetrics
 }
 
 func routeDefinition(r Route, p *policy, ip ClientIPConfig) string {
@@ -73,6 +74,7 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 			}
 		},
 		Transport:     rt.tr,
+		BufferPool:    copyBuffers,
 		FlushInterval: spec.FlushInterval,
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler:  upstreamError,
@@ -84,11 +86,14 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 			return nil, c.errAt(at+".policy", "%v", err)
 		}
 		hc := httplimit.Config{
-			Limiter:  p.global,
-			Policy:   p.quota,
-			DryRun:   p.spec.DryRun,
-			Outcome:  outcome,
-			OnReject: rejecter(p.spec.QuotaStatus, p.spec.CapacityStatus),
+			Limiter:          p.global,
+			Policy:           p.quota,
+			DryRun:           p.spec.DryRun,
+			MaxWait:          p.spec.MaxWait,
+			MaxWaiting:       p.spec.MaxWaiting,
+			MaxWaitingPerKey: p.spec.MaxWaitingPerKey,
+			Outcome:          outcome,
+			OnReject:         rejecter(p.spec.QuotaStatus, p.spec.CapacityStatus),
 		}
 		if p.perKey != nil {
 			hc.PerKey = p.perKey
@@ -149,6 +154,22 @@ func (ts *transports) closeIdle() {
 		tr.CloseIdleConnections()
 	}
 }
+
+// copyBuffers are the ReverseProxy's body-copy buffers. Without a pool it
+// allocates 32 KiB per request, which on a small heap means a collection
+// every few dozen requests.
+var copyBuffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // upstreamError answers a request the upstream did not: 504 when its
 // headers did not come in time, 502 otherwise. Both are Dropped (see
@@ -232,9 +253,13 @@ func requestHost(r *http.Request) string {
 }
 
 // serve proxies r through the route, recording what happened.
-func (rt *route) serve(w http.ResponseWriter, r *http.Request, m *metrics, access *slog.Logger) {
+func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logger) {
 	st := &reqState{w: w, start: time.Now(), streamAfter: rt.spec.StreamAfter}
-	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	if rt.limit != nil {
+		// For the limiters' permits (detaching, outcome); a route
+		// without a policy has none.
+		r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	}
 	rt.handler.ServeHTTP(st, r)
 	dur := time.Since(st.start)
 	status := st.status
@@ -244,7 +269,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, m *metrics, acces
 			status = http.StatusSwitchingProtocols // hijacked
 		}
 	}
-	m.observe(rt.name, status, dur)
+	rt.metrics.observe(status, dur)
 	if access != nil {
 		access.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("route", rt.name),

@@ -36,7 +36,7 @@ func (st *state) match(r *http.Request) *route {
 // build makes a state from cfg, reusing from old (may be nil) every
 // policy and route whose definition did not change: the same objects, so
 // their limiter state and counters carry on. Nothing of old is changed.
-func build(cfg *Config, old *state, ts *transports, log *slog.Logger) (*state, error) {
+func build(cfg *Config, old *state, ts *transports, m *metrics, log *slog.Logger) (*state, error) {
 	st := &state{cfg: cfg, policies: map[string]*policy{}}
 	for i, spec := range cfg.Policies {
 		if old != nil {
@@ -69,6 +69,9 @@ func build(cfg *Config, old *state, ts *transports, log *slog.Logger) (*state, e
 		if err != nil {
 			return nil, err
 		}
+		if m != nil {
+			rt.metrics = m.forRoute(rt.name)
+		}
 		st.routes = append(st.routes, rt)
 	}
 	sortRoutes(st.routes)
@@ -82,6 +85,7 @@ type Server struct {
 	log     *slog.Logger
 	access  *slog.Logger // nil: no access log
 	metrics *metrics
+	noRoute *routeMetrics
 	cur     atomic.Pointer[state]
 
 	mu        sync.Mutex // one reload or limit change at a time
@@ -114,7 +118,8 @@ func New(path string, log *slog.Logger) (*Server, error) {
 		s.access = log.With("log", "access")
 	}
 	s.metrics = newMetrics(s.cur.Load)
-	st, err := build(cfg, nil, &s.transports, log)
+	s.noRoute = s.metrics.forRoute("")
+	st, err := build(cfg, nil, &s.transports, s.metrics, log)
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +138,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := s.cur.Load().match(r)
 	if rt == nil {
 		http.Error(w, "no route", http.StatusNotFound)
-		s.metrics.observe("", http.StatusNotFound, 0)
+		s.noRoute.observe(http.StatusNotFound, 0)
 		return
 	}
-	rt.serve(w, r, s.metrics, s.access)
+	rt.serve(w, r, s.access)
 }
 
 // Reload reads the config file again and, if it is valid in full, serves
@@ -170,7 +175,7 @@ func (s *Server) reloadLocked() error {
 		return err
 	}
 	old := s.cur.Load()
-	st, err := build(cfg, old, &s.transports, s.log)
+	st, err := build(cfg, old, &s.transports, s.metrics, s.log)
 	if err != nil {
 		return err
 	}
@@ -261,7 +266,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // the first error: the library's own checks (a limit out of range, say),
 // named at file:line: field. LoadConfig does not build anything.
 func Check(cfg *Config) error {
-	_, err := build(cfg, nil, &transports{}, slog.New(slog.DiscardHandler))
+	_, err := build(cfg, nil, &transports{}, nil, slog.New(slog.DiscardHandler))
 	return err
 }
 

@@ -13,8 +13,13 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Version is the JSON schema version, bumped only if a field changes meaning.
@@ -137,6 +142,13 @@ type Summary struct {
 	MeanLatencyMs float64 `json:"mean_latency_ms"`
 	MeanWaitMs    float64 `json:"mean_wait_ms"`
 
+	// Late counts sends that left more than the load generator's
+	// tolerance after their intended time, and SendLag is how late sends
+	// left: present for real runs only (the simulator is never late). A
+	// run with late sends measured its machine as well as its policy.
+	Late    int64    `json:"late,omitempty"`
+	SendLag *Latency `json:"send_lag_ms,omitempty"`
+
 	// Within is present when the scenario asks for it (report.within).
 	Within *Within `json:"within,omitempty"`
 }
@@ -184,6 +196,9 @@ type Point struct {
 	DemandRPS   float64 `json:"demand_rps"`
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
+	// P95Ms is present when the run measured it per interval (the lab's
+	// load generator does; the simulator's series has p50 and p99).
+	P95Ms float64 `json:"p95_ms,omitempty"`
 	// Limit is the policy's limit (requests in flight, or per second for a
 	// rate limit; 0 when there is none); InFlight the requests it admitted
 	// and has not released; Queued those waiting in it.
@@ -196,9 +211,37 @@ type Point struct {
 	OriginQueue int `json:"origin_queue"`
 }
 
-// JSON writes r as indented JSON followed by a newline.
+// JSON writes r as indented JSON followed by a newline. Characters that
+// are not printable (a bidirectional-text control in a name, say) are
+// written as \u escapes, which decode to the same string, so that the
+// output is safe to print on a terminal.
 func JSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeJSON(buf.Bytes()))
+	return err
+}
+
+// escapeJSON rewrites the non-printable characters of encoded JSON as \u
+// escapes. Outside strings JSON is printable ASCII and whitespace, so only
+// string contents change. (encoding/json already escapes control
+// characters below U+0020 and invalid UTF-8.)
+func escapeJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == '\n' || unicode.IsPrint(r) || r == utf8.RuneError {
+			out = append(out, b[:n]...)
+		} else {
+			for _, u := range utf16.Encode([]rune{r}) {
+				out = fmt.Appendf(out, "\\u%04x", u)
+			}
+		}
+		b = b[n:]
+	}
+	return out
 }

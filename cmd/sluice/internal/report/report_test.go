@@ -410,3 +410,27 @@ func TestTableNamesPrintable(t *testing.T) {
 		t.Errorf("the phase table does not escape the name:\n%s", out)
 	}
 }
+
+// TestJSONNamesPrintable: the JSON escapes what the table escapes, and
+// still decodes to the names as they were.
+func TestJSONNamesPrintable(t *testing.T) {
+	r := sample()
+	r.Scenario = "demo\u202eevil\u2066"
+	r.Policies[0].Name = "none\x1b[2J\U000E0041"
+	var buf bytes.Buffer
+	if err := JSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range buf.String() {
+		if c != '\n' && !unicode.IsPrint(c) {
+			t.Fatalf("JSON holds %U", c)
+		}
+	}
+	var back Report
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Scenario != r.Scenario || back.Policies[0].Name != r.Policies[0].Name {
+		t.Errorf("names changed: %q, %q", back.Scenario, back.Policies[0].Name)
+	}
+}
