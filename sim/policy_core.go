@@ -107,6 +107,14 @@ var algorithms = map[AlgorithmKind]algorithm{
 			return adaptive.NewVegas(c)
 		},
 	},
+	Little: {
+		func(p *Policy) bool { return p.Little != (adaptive.LittleConfig{}) },
+		func(p *Policy) (adaptive.Algorithm, error) {
+			c := p.Little
+			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
+			return adaptive.NewLittle(c)
+		},
+	},
 	Gradient2: {
 		func(p *Policy) bool { return p.Gradient2 != (adaptive.Gradient2Config{}) },
 		func(p *Policy) (adaptive.Algorithm, error) {

@@ -201,6 +201,7 @@ const (
 	AIMD      AlgorithmKind = "aimd"
 	Vegas     AlgorithmKind = "vegas"
 	Gradient2 AlgorithmKind = "gradient2"
+	Little    AlgorithmKind = "little"
 )
 
 // Policy is one admission policy to run the scenario with. Which fields
@@ -221,7 +222,7 @@ type Policy struct {
 	MaxLimit int `yaml:"max_limit" json:"max_limit"`
 	// Algorithm is the adaptive algorithm. Default gradient2.
 	Algorithm AlgorithmKind `yaml:"algorithm" json:"algorithm"`
-	// AIMD, Vegas and Gradient2 tune the adaptive algorithm of that name
+	// AIMD, Vegas, Gradient2 and Little tune the adaptive algorithm of that name
 	// (only the one selected by Algorithm may be set); their zero values
 	// are the algorithm's defaults. In YAML their keys are the lowercased
 	// field names (aimd: {backoff: 0.9, timeout: 2s}). Limit, MinLimit and
@@ -230,6 +231,7 @@ type Policy struct {
 	AIMD      adaptive.AIMDConfig      `yaml:"aimd" json:"aimd"`
 	Vegas     adaptive.VegasConfig     `yaml:"vegas" json:"vegas"`
 	Gradient2 adaptive.Gradient2Config `yaml:"gradient2" json:"gradient2"`
+	Little    adaptive.LittleConfig    `yaml:"little" json:"little"`
 
 	// Queue is the most requests waiting for admission: 0 rejects at once,
 	// Unbounded (-1) never rejects for length. Default 0.

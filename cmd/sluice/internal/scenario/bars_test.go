@@ -1,0 +1,243 @@
+package scenario
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// Issue 12's bars for the recommended adaptive limit (adaptive.Little behind
+// an adaptive-LIFO queue), checked on the scenario files themselves over
+// five seeds, beside Gradient2, AIMD, Vegas (same queue) and the best
+// static limit (the origin's workers, known in advance) behind a CoDel
+// queue. `go test -run TestAdaptiveBars -v` prints the table that
+// docs/simulations.md quotes.
+
+// barFiles are the scenarios the bars are checked on, with the time each
+// policy is given to converge after a change (of load or origin): phases
+// are measured from then to the next change. seed001-bursts is left out:
+// its origin is never the bottleneck (it compares queue orders in front of
+// a fixed limit) and it lasts 6 s.
+var barFiles = []struct {
+	file     string
+	converge time.Duration
+	window   time.Duration // for a ramp: the phases are windows this long
+}{
+	{file: "overload-steps.yaml", converge: 5 * time.Second},
+	{file: "overload-sweep.yaml", converge: 5 * time.Second},
+	{file: "capacity-drop.yaml", converge: 10 * time.Second},
+	{file: "workers-lost.yaml", converge: 10 * time.Second},
+	{file: "bimodal.yaml", converge: 10 * time.Second},
+	{file: "slow-ramp.yaml", window: 30 * time.Second},
+	{file: "seed000-ramp.yaml", window: 15 * time.Second},
+	{file: "seed003-slowdown.yaml", converge: 30 * time.Second},
+}
+
+// barSeeds are the arrival sequences each file runs with.
+var verbose = os.Getenv("BARS_VERBOSE") != ""
+
+var barSeeds = []uint64{1, 2, 3, 4, 5}
+
+// barPolicies are the policies compared, for an origin of workers workers.
+func barPolicies(workers int) []sim.Policy {
+	q := func(p sim.Policy) sim.Policy {
+		p.Queue, p.Discipline = 50, concurrency.LIFO
+		return p
+	}
+	return []sim.Policy{
+		q(sim.Policy{Name: "little", Kind: sim.Adaptive, Algorithm: sim.Little}),
+		q(sim.Policy{Name: "gradient2", Kind: sim.Adaptive, Algorithm: sim.Gradient2}),
+		q(sim.Policy{Name: "g2-1.15", Kind: sim.Adaptive, Algorithm: sim.Gradient2, Gradient2: adaptive.Gradient2Config{Tolerance: 1.15}}),
+		q(sim.Policy{Name: "g2-1.25", Kind: sim.Adaptive, Algorithm: sim.Gradient2, Gradient2: adaptive.Gradient2Config{Tolerance: 1.25}}),
+		q(sim.Policy{Name: "aimd", Kind: sim.Adaptive, Algorithm: sim.AIMD}),
+		q(sim.Policy{Name: "vegas", Kind: sim.Adaptive, Algorithm: sim.Vegas}),
+		{Name: "static+codel", Kind: sim.Concurrency, Limit: workers, Queue: 50, Discipline: concurrency.CoDel},
+	}
+}
+
+// phase is a stretch of a run with one load and one origin.
+type phase struct {
+	from, to time.Duration // measured over (from, to]
+	start    time.Duration // the change that opened it
+	workers  int
+	noLoad   time.Duration // the origin's median service time
+	capacity float64
+}
+
+// median is the median of a service-time distribution: the latency of a
+// typical request with nothing queued.
+func median(d sim.Dist) time.Duration {
+	switch d.Kind {
+	case sim.Exponential:
+		return time.Duration(math.Ln2 * float64(d.Mean))
+	case sim.Lognormal:
+		s := d.Sigma
+		if s == 0 {
+			s = 1
+		}
+		return time.Duration(float64(d.Mean) * math.Exp(-s*s/2))
+	case sim.Bimodal:
+		if d.TailFraction > 0.5 {
+			return d.Tail
+		}
+	}
+	return d.Mean
+}
+
+// phases splits s at its load steps and origin changes (or, for a ramp,
+// into windows), each measured from converge after its start.
+func phases(s sim.Scenario, converge, window time.Duration) []phase {
+	cuts := []time.Duration{0, s.Duration}
+	if window > 0 {
+		for t := window; t < s.Duration; t += window {
+			cuts = append(cuts, t)
+		}
+	} else {
+		for _, st := range s.Load.Steps {
+			cuts = append(cuts, st.At)
+		}
+	}
+	for _, c := range s.Origin.Changes {
+		cuts = append(cuts, c.At)
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	var ps []phase
+	for i := 0; i+1 < len(cuts); i++ {
+		at := cuts[i]
+		p := phase{start: at, from: min(at+converge, cuts[i+1]), to: cuts[i+1], workers: s.Origin.Workers}
+		d := s.Origin.Service
+		for _, c := range s.Origin.Changes {
+			if c.At <= at {
+				if c.Workers > 0 {
+					p.workers = c.Workers
+				}
+				if c.Service.Kind != "" {
+					d = c.Service
+				}
+			}
+		}
+		p.noLoad = median(d)
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// figures are one policy's results on one file over every seed: the worst
+// phase for each bar.
+type figures struct {
+	goodput   float64 // lowest goodput / min(offered, capacity) of a phase
+	inFlight  float64 // highest mean in flight / workers of an overloaded phase
+	p50       float64 // highest success p50 / no-load p50 of an overloaded phase
+	timeouts  float64 // highest share of admitted requests timed out, of a run
+	rejectsLo int64   // rejections in phases offered at most 0.8 × capacity
+	worstAt   string  // where the lowest goodput was
+}
+
+// measure takes one run's figures into f.
+func (f *figures) measure(pr sim.PolicyResult, ps []phase, seed uint64) {
+	for _, ph := range ps {
+		var good, achievable, inFlight, p50, weight, offered, capacity, rejects float64
+		var n int
+		for _, pt := range pr.Series {
+			if pt.T > ph.start && pt.T <= ph.to {
+				offered += pt.Offered
+				capacity += pt.Capacity
+				rejects += pt.Rejects
+			}
+			if pt.T <= ph.from || pt.T > ph.to {
+				continue
+			}
+			good += pt.Goodput
+			achievable += min(pt.Offered, pt.Capacity)
+			inFlight += float64(pt.InFlight)
+			p50 += float64(pt.P50) * pt.Goodput
+			weight += pt.Goodput
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		if verbose && pr.Name == "little" {
+			fmt.Printf("%s seed %d %v-%v: goodput %.1f%% inflight %.1f\n", pr.Name, seed, ph.from, ph.to, 100*good/achievable, inFlight/float64(n))
+		}
+		if g := good / achievable; f.worstAt == "" || g < f.goodput {
+			f.goodput, f.worstAt = g, fmt.Sprintf("seed %d, %v–%v", seed, ph.from, ph.to)
+		}
+		if offered <= 0.8*capacity {
+			f.rejectsLo += int64(math.Round(rejects))
+		}
+		if offered >= 1.1*capacity && weight > 0 {
+			f.inFlight = max(f.inFlight, inFlight/float64(n)/float64(ph.workers))
+			f.p50 = max(f.p50, p50/weight/float64(ph.noLoad))
+		}
+	}
+	s := pr.Summary
+	var rejected int64
+	for _, v := range s.Rejects {
+		rejected += v
+	}
+	if admitted := s.Sent - rejected - s.Refused; admitted > 0 {
+		f.timeouts = max(f.timeouts, float64(s.Wasted)/float64(admitted))
+	}
+}
+
+// runBars runs every bar file over every seed and returns each file's
+// figures by policy name, in barPolicies' order.
+func runBars(t *testing.T) (names []string, out map[string][]figures) {
+	t.Helper()
+	out = map[string][]figures{}
+	for _, bf := range barFiles {
+		f, err := Load("../../../../scenarios/" + bf.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := phases(f.Scenario, bf.converge, bf.window)
+		pols := barPolicies(f.Origin.Workers)
+		figs := make([]figures, len(pols))
+		for _, seed := range barSeeds {
+			s := f.Scenario
+			s.Seed, s.Policies, s.Warmup = seed, pols, 0
+			res, err := sim.Run(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, pr := range res.Policies {
+				figs[i].measure(pr, ps, seed)
+			}
+		}
+		names = append(names, f.Name)
+		out[f.Name] = figs
+	}
+	return names, out
+}
+
+func TestAdaptiveBars(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every bar scenario over five seeds")
+	}
+	names, out := runBars(t)
+	pols := barPolicies(1)
+	var b strings.Builder
+	fmt.Fprintf(&b, "| scenario | policy | goodput (worst phase) | in flight / workers | p50 / no-load p50 | timeouts | rejected below 0.8× |\n|---|---|---|---|---|---|---|\n")
+	for _, name := range names {
+		for i, f := range out[name] {
+			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f | %.2f | %.2f%% | %d |\n",
+				name, pols[i].Name, 100*f.goodput, f.inFlight, f.p50, 100*f.timeouts, f.rejectsLo)
+		}
+	}
+	t.Log("\n" + b.String())
+	for _, name := range names {
+		for i, f := range out[name] {
+			t.Logf("%s: %s's worst goodput at %s", name, pols[i].Name, f.worstAt)
+		}
+	}
+}
