@@ -2,9 +2,6 @@ package adaptive
 
 import (
 	"cmp"
-	"fmt"
-	"os"
-	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -36,54 +33,54 @@ type LittleConfig struct {
 	Timeout time.Duration
 }
 
-// Little holds in flight the service's own concurrency plus a small queue,
-// found by Little's law (in flight = throughput × latency). It is sluice's
-// recommended adaptive limit: use it unless you know better.
+// Little holds in flight what the service runs at once, plus a small
+// queue: by Little's law, in flight = throughput × latency, so while the
+// limit is what holds requests back, throughput × noLoad (the latency with
+// nothing queued) is the service's own concurrency, and anything admitted
+// beyond it only waits. It is sluice's recommended adaptive limit: use it,
+// behind a short LIFO queue (concurrency.Config{Discipline: LIFO}), unless
+// you know better.
 //
-// It keeps an estimate noLoad of the latency with nothing queued and,
-// once per window (at least a mean latency long and at least 32 samples),
-// compares the window's mean latency with it:
+// Once per window (at least one mean latency, and enough successes that
+// their mean is known within about 5%) it compares the window's mean
+// latency with noLoad:
 //
-//	q     = latency/noLoad − 1                 (queueing delay, as a share)
-//	limit = limit × (1 + Headroom) / (1 + q)   (moving half way there)
+//	q     = latency/noLoad − 1                        queueing delay, as a share
+//	limit = limit × clamp((1 + Headroom)/(1 + q), 0.5, 1 + 2·Headroom)
 //
-// While the limit is the constraint, throughput × noLoad is the number of
-// requests the service runs at once (Little's law), and limit / (1 + q) is
-// exactly that: so a cut lands on the service's concurrency plus Headroom
-// in one step, and with no queue (q = 0) the limit grows by Headroom per
-// window. The limit settles where the queueing delay is Headroom × noLoad.
-// It grows only while in flight reached it (an unused limit does not
-// drift upward); a window with a Dropped sample multiplies it by Backoff
-// once (drops of requests admitted before that cut are answered by it).
+// With a queue (q > Headroom) the cut lands in one step on the service's
+// concurrency × (1 + Headroom); with none the limit grows by up to
+// 2 × Headroom per window, so it follows a service that gained workers
+// within a few windows. It settles where the queueing delay is Headroom ×
+// noLoad. An unused limit (in flight never reached it) does not move; a
+// window in which more than a tenth of the samples were Dropped multiplies
+// it by Backoff (a drop now and then is the service's own tail, and
+// backing off for each would hold the limit below capacity).
 //
-// The no-load latency is learned from live traffic, never by pinning the
-// limit low to measure it (which sheds healthy requests: Envoy,
-// envoyproxy/envoy#8337), and never from the queue the limit itself lets
-// in (Netflix/concurrency-limits #165):
+// noLoad is learned from live traffic: never by pinning the limit low to
+// measure it, which sheds healthy requests (envoyproxy/envoy#8337), and
+// never from the queue the limit lets in, which makes a baseline creep up
+// until nothing is shed (Netflix/concurrency-limits #165):
 //
-//   - it is first the first window's mean, at the in flight it ran at;
-//   - knownAt is the in flight at which latency is known to be noLoad
-//     (no queue); it rises to a window's mean in flight when that window
-//     was within half the Headroom of noLoad, never above limit / (1 +
-//     Headroom);
-//   - successes that started at knownAt in flight or fewer are pooled
-//     into evidence of at least 32: if its mean is beyond (1 + Headroom) ×
-//     noLoad, the service itself slowed (at a load that did not queue
-//     before, it takes longer) and noLoad becomes that mean; otherwise
-//     noLoad moves a quarter of the way to it. A cut for a slower service
-//     takes the limit below knownAt, which is how that evidence comes;
-//   - all successes are pooled into evidence of at least 128: a mean
-//     below (1 − 2 × Headroom) × noLoad (beyond the noise of 128 samples)
-//     says the service got faster, queue or no queue, and noLoad falls to
-//     it at once.
+//   - knownAt is a concurrency at which latency is known to be noLoad; it
+//     starts at the first window's, and rises by an eighth when firm
+//     evidence from just above it is within Headroom/2 of noLoad, never
+//     past limit / (1 + Headroom);
+//   - successes that started with at most knownAt/2 in flight cannot have
+//     queued (unless half the workers went): their pooled mean moves noLoad
+//     half way to it, or all the way when it is beyond (1 + Headroom) ×
+//     noLoad by two standard errors: the service itself slowed. A slower
+//     service reads as a queue at first, and the cuts that follow are
+//     what bring those successes;
+//   - two windows in a row faster than (1 − Headroom) × noLoad by two
+//     standard errors, queue included, say the service sped up, and
+//     noLoad falls to them.
 //
 // Use it for a service whose capacity is a number of workers, threads or
-// connections (most are), with a queue in front (concurrency.AdaptiveLIFO)
-// so a request is ready when a worker frees: the limit sets how many run,
-// the queue keeps them busy and sheds what waits too long. It needs
-// latency to rise with queueing; when only failures can be trusted (at a
-// client of a shared service), use AIMD. Figures from the simulator, with
-// the commands that make them, are in docs/simulations.md.
+// connections whose latency rises when they are all busy. Where only
+// failures can be trusted (a client in front of a shared service), use
+// AIMD. Measured figures, with the command that makes them, are in
+// docs/simulations.md.
 //
 // A Little is not safe for concurrent use (see Algorithm).
 type Little struct {
@@ -94,66 +91,17 @@ type Little struct {
 	timeout  time.Duration
 	cut      dropCut
 
-	noLoad  float64 // ns; 0 before the first window
+	noLoad  float64 // ns; 0 until the first estimate
 	knownAt float64 // in flight at which latency is known to be noLoad
+	last    float64 // the last window's mean latency, ns
 
-	win   littleWindow
-	known stat // successes at <= knownAt/2 in flight, pooled
-	above stat // successes just above knownAt, pooled
-	// faster counts consecutive windows faster than noLoad allows (n),
-	// their latencies' sum and count (in sumSq).
-	faster stat
+	win       littleWindow
+	known     stat      // successes at <= knownAt/2 in flight, pooled
+	knownFrom time.Time // when known started pooling
+	above     stat      // successes just above knownAt, pooled
+	faster    int       // windows in a row faster than noLoad allows
+	fastSum   stat      // their latencies
 }
-
-// littleWindow gathers one window's samples.
-type littleWindow struct {
-	start       time.Time // zero before the first sample
-	length      time.Duration
-	lat         stat    // the successes' latencies, ns
-	inFlight    float64 // sum of their InFlight
-	maxInFlight int
-	drops       float64
-}
-
-// overloaded reports whether more than a few of the window's samples
-// were Dropped (see littleDropShare).
-func (w *littleWindow) overloaded() bool {
-	return w.drops > max(1, littleDropShare*(w.lat.n+w.drops))
-}
-
-// stat is a count of latencies (ns), their sum and their sum of squares.
-type stat struct{ n, sum, sumSq float64 }
-
-func (s *stat) add(x float64) { s.n++; s.sum += x; s.sumSq += x * x }
-func (s stat) mean() float64  { return s.sum / s.n }
-
-// se returns the standard error of the mean.
-func (s stat) se() float64 {
-	m := s.mean()
-	return math.Sqrt(max(s.sumSq/s.n-m*m, 0) / s.n)
-}
-
-// firm reports whether the mean is known well enough to act on: from at
-// least lo samples, a standard error within 5% of the mean or hi samples
-// (a constant service needs few, a heavy-tailed one many).
-func (s stat) firm(lo, hi float64) bool {
-	return s.n >= hi || s.n >= lo && s.se() <= 0.05*s.mean()
-}
-
-// Sample counts: a window needs at least littleWindowMin successes and
-// at most littleWindowMax (or 16 round trips, for a service with few
-// requests); no-load evidence at least littleEvidence and at most
-// 4 × littleWindowMax.
-const (
-	littleWindowMin = 32
-	littleWindowMax = 512
-	littleEvidence  = 64
-	// littleDropShare is the share of a window's samples that must be
-	// Dropped for the limit to back off: a service's own tail times out
-	// a request now and then, and backing off for each would hold the
-	// limit below capacity.
-	littleDropShare = 0.1
-)
 
 // NewLittle returns a Little limit, or an error naming the invalid field.
 func NewLittle(cfg LittleConfig) (*Little, error) {
@@ -184,7 +132,7 @@ func NewLittle(cfg LittleConfig) (*Little, error) {
 func (l *Little) Limit() int { return int(l.limit) }
 
 // NoLoadLatency returns the estimate of the latency with nothing queued,
-// or 0 before the first window closed.
+// or 0 before the first estimate.
 func (l *Little) NoLoadLatency() time.Duration { return time.Duration(l.noLoad) }
 
 // Observe feeds one sample taken at now and returns the new limit.
@@ -206,18 +154,17 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		w.inFlight += c
 		switch {
 		case c <= l.knownAt/2:
-			l.known.add(r)
+			w.known.add(r)
 		case c > l.knownAt && c <= l.knownAt+1+l.knownAt/8:
 			l.above.add(r)
 		}
 	}
 	w.maxInFlight = max(w.maxInFlight, s.InFlight)
-	elapsed := now.Sub(w.start)
-	if elapsed < w.length || !w.overloaded() && !w.lat.firm(littleWindowMin, littleWindowMax) &&
-		!(elapsed >= 16*w.length && w.lat.n >= littleWindowMin) {
+	if !w.done(now) {
 		return int(l.limit)
 	}
-	if l.noLoad == 0 && !w.overloaded() && (w.lat.n < littleEvidence || elapsed < 4*time.Duration(w.lat.mean())) {
+	if l.noLoad == 0 && !w.overloaded() &&
+		(!w.lat.firm(4*littleEvidence, littleWindowMax) || now.Sub(w.start) < 4*time.Duration(w.lat.mean())) {
 		// The first estimate judges everything after it: not from too
 		// few, and not too early (the first requests to finish are the
 		// fast ones).
@@ -243,49 +190,60 @@ func (l *Little) close(now time.Time) {
 	if w.lat.n == 0 {
 		return
 	}
-	latency := w.lat.mean()
+	latency, inFlight := w.lat.mean(), w.inFlight/w.lat.n
 	if l.noLoad == 0 {
-		l.noLoad = latency
-		l.knownAt = min(w.inFlight/w.lat.n, l.limit/(1+l.headroom))
-		l.known, l.above = stat{}, stat{}
+		l.noLoad, l.last = latency, latency
+		l.knownAt = min(inFlight, l.limit/(1+l.headroom))
+		if float64(w.maxInFlight) >= l.limit-1 {
+			// Saturated from the start: this latency may carry a queue
+			// the initial limit let in. Halve the limit once; if it did,
+			// the next windows are faster and noLoad falls to them.
+			l.limit = l.bounds.clamp(l.limit / 2)
+			l.knownAt /= 2
+		}
 		return
 	}
-	l.learn(w.lat)
-	q := latency/l.noLoad - 1
-	if debugLittle && now.Sub(debugLast) > time.Second {
-		debugLast = now
-		fmt.Printf("t=%v lim=%.1f lat=%.1fms if=%.1f max=%d noLoad=%.1fms knownAt=%.1f q=%.2f n=%.0f\n", 0, l.limit, latency/1e6, w.inFlight/w.lat.n, w.maxInFlight, l.noLoad/1e6, l.knownAt, q, w.lat.n)
-	}
+	l.learn(now, w.lat, w.known)
 	if float64(w.maxInFlight) < l.limit-1 {
 		return // the limit is not in use: the latency says nothing about it
 	}
-	if w.inFlight/w.lat.n <= l.knownAt/2 {
+	q := latency/l.noLoad - 1
+	if inFlight <= l.knownAt/2 {
 		// Too few in flight to queue: what is above noLoad is noise, or a
 		// slower service the known evidence is about to tell.
 		q = min(q, 0)
 	}
-	l.limit = l.bounds.clamp(l.limit * min(max((1+l.headroom)/(1+q), 0.5), 1+2*l.headroom))
+	l.limit = l.bounds.clamp(l.limit * min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom))
 }
 
-// learn updates noLoad and knownAt from the closed window's latencies and
-// the pooled evidence (see the type's doc). Each rule needs its evidence
-// beyond two standard errors, so noise does not move the baseline.
-func (l *Little) learn(win stat) {
+// learn updates noLoad and knownAt from the closed window's latencies (win,
+// and known: those that started at knownAt/2 in flight or fewer) and the
+// pooled evidence (see the type's doc).
+func (l *Little) learn(now time.Time, win, known stat) {
+	if win.mean()-2*win.se() > l.last*(1+2*l.headroom) {
+		l.known = stat{} // a jump: what was pooled is of another service
+	}
+	l.last = win.mean()
 	if win.mean()+2*win.se() < l.noLoad*(1-l.headroom) {
 		// Faster, queue included: the service sped up, if the next
-		// window says so too (one can hold only the fast requests of a
-		// service whose slow ones are still running).
-		l.faster.n++
-		l.faster.sum += win.sum
-		l.faster.sumSq += win.n
-		if l.faster.n >= 2 {
-			l.noLoad = l.faster.sum / l.faster.sumSq
-			l.known, l.above, l.faster = stat{}, stat{}, stat{}
+		// window says so too (one window can hold only the fast requests
+		// of a service whose slow ones are still running).
+		l.faster++
+		l.fastSum.merge(win)
+		if l.faster >= 2 {
+			l.noLoad = l.fastSum.mean()
+			l.known, l.above = stat{}, stat{}
+			l.faster, l.fastSum = 0, stat{}
 		}
 		return
 	}
-	l.faster = stat{}
-	if l.known.firm(littleEvidence, littleWindowMax) {
+	l.faster, l.fastSum = 0, stat{}
+	if l.known.n == 0 {
+		l.knownFrom = now
+	}
+	l.known.merge(known)
+	long := now.Sub(l.knownFrom) >= 16*time.Duration(l.noLoad)
+	if l.known.firm(littleEvidence, littleWindowMax) || long && l.known.n >= littleFew {
 		m := l.known.mean()
 		if m-2*l.known.se() > l.noLoad*(1+l.headroom) {
 			l.noLoad = m // slower where nothing queued: the service slowed
@@ -301,6 +259,3 @@ func (l *Little) learn(win stat) {
 		l.above = stat{}
 	}
 }
-
-var debugLittle = os.Getenv("DEBUG_LITTLE") != ""
-var debugLast time.Time

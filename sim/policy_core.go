@@ -58,7 +58,7 @@ func (p *Policy) coreConfig() (concurrency.Config, error) {
 // algorithm is the adaptive algorithm the policy selects.
 func (p *Policy) algorithm() AlgorithmKind {
 	if p.Algorithm == "" {
-		return Gradient2
+		return Little
 	}
 	return p.Algorithm
 }

@@ -220,7 +220,8 @@ type Policy struct {
 	// algorithm's own.
 	MinLimit int `yaml:"min_limit" json:"min_limit"`
 	MaxLimit int `yaml:"max_limit" json:"max_limit"`
-	// Algorithm is the adaptive algorithm. Default gradient2.
+	// Algorithm is the adaptive algorithm. Default little (the
+	// recommended one, package adaptive's Little).
 	Algorithm AlgorithmKind `yaml:"algorithm" json:"algorithm"`
 	// AIMD, Vegas, Gradient2 and Little tune the adaptive algorithm of that name
 	// (only the one selected by Algorithm may be set); their zero values
