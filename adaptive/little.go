@@ -95,6 +95,12 @@ type Little struct {
 	knownAt float64 // in flight at which latency is known to be noLoad
 	last    float64 // the last window's mean latency, ns
 
+	// probeFrom is the limit before the last halving of a start-up probe
+	// (see probe), 0 when not probing; skip passes over the window that
+	// still holds requests admitted before the halving.
+	probeFrom float64
+	skip      bool
+
 	win       littleWindow
 	known     stat      // successes at <= knownAt/2 in flight, pooled
 	knownFrom time.Time // when known started pooling
@@ -194,12 +200,19 @@ func (l *Little) close(now time.Time) {
 	if l.noLoad == 0 {
 		l.noLoad, l.last = latency, latency
 		l.knownAt = min(inFlight, l.limit/(1+l.headroom))
-		if float64(w.maxInFlight) >= l.limit-1 {
-			// Saturated from the start: this latency may carry a queue
-			// the initial limit let in. Halve the limit once; if it did,
-			// the next windows are faster and noLoad falls to them.
-			l.limit = l.bounds.clamp(l.limit / 2)
-			l.knownAt /= 2
+		if inFlight >= 0.9*l.limit {
+			l.probe(latency) // saturated from the start
+		}
+		return
+	}
+	if l.probeFrom > 0 {
+		switch {
+		case l.skip:
+			l.skip = false // requests admitted before the halving
+		case latency < l.last*l.limit/l.probeFrom*(1+l.headroom):
+			l.probe(latency) // it fell with the limit: still a queue
+		default:
+			l.noLoad, l.last, l.probeFrom = min(l.noLoad, latency), latency, 0
 		}
 		return
 	}
@@ -214,6 +227,17 @@ func (l *Little) close(now time.Time) {
 		q = min(q, 0)
 	}
 	l.limit = l.bounds.clamp(l.limit * min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom))
+}
+
+// probe halves the limit: the first windows were saturated, and their
+// latency may carry a queue the initial limit let in. While the latency
+// falls with the limit it was a queue, and the halving goes on; once it
+// does not, it is the no-load latency.
+func (l *Little) probe(latency float64) {
+	l.noLoad, l.last = latency, latency
+	l.probeFrom, l.skip = l.limit, true
+	l.limit = l.bounds.clamp(l.limit / 2)
+	l.knownAt = min(l.knownAt, l.limit)
 }
 
 // learn updates noLoad and knownAt from the closed window's latencies (win,
