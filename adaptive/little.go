@@ -22,10 +22,10 @@ type LittleConfig struct {
 	// Headroom is the queueing delay the limit aims for, as a share of the
 	// no-load latency: the limit settles where latency is (1 + Headroom) ×
 	// the no-load latency, which by Little's law is (1 + Headroom) × the
-	// service's concurrency. Within (0, 1]; default 0.15.
+	// service's concurrency. Within (0, 1]; default 0.25.
 	Headroom float64
-	// Backoff multiplies the limit after a window with a Dropped sample.
-	// Within (0, 1]; default 0.9.
+	// Backoff multiplies the limit after a window in which more than a
+	// tenth of the samples were Dropped. Within (0, 1]; default 0.9.
 	Backoff float64
 	// Timeout, when positive, makes a Success slower than it count as
 	// Dropped: the deadline a client gives up at, when the limiter is not
@@ -46,13 +46,12 @@ type LittleConfig struct {
 // latency with noLoad:
 //
 //	q     = latency/noLoad − 1                        queueing delay, as a share
-//	limit = limit × clamp((1 + Headroom)/(1 + q), 0.5, 1 + 2·Headroom)
+//	limit = limit × clamp((1 + Headroom)/(1 + q), 0.5, 1 + Headroom)
 //
 // With a queue (q > Headroom) the cut lands in one step on the service's
-// concurrency × (1 + Headroom); with none the limit grows by up to
-// 2 × Headroom per window, so it follows a service that gained workers
-// within a few windows. It settles where the queueing delay is Headroom ×
-// noLoad. An unused limit (in flight never reached it) does not move; a
+// concurrency × (1 + Headroom); with none the limit grows by Headroom per
+// window, so it follows a service that gained workers within a few
+// windows. It settles where the queueing delay is Headroom × noLoad. An unused limit (in flight never reached it) does not move; a
 // window in which more than a tenth of the samples were Dropped multiplies
 // it by Backoff (a drop now and then is the service's own tail, and
 // backing off for each would hold the limit below capacity).
@@ -62,6 +61,11 @@ type LittleConfig struct {
 // never from the queue the limit lets in, which makes a baseline creep up
 // until nothing is shed (Netflix/concurrency-limits #165):
 //
+//   - the first estimate is the mean of a window of at least 256
+//     successes with a standard error within 5% (or 512), that lasted four
+//     mean latencies. If the limit held the traffic back during it, it may
+//     carry a queue the initial limit let in: the limit halves, and goes
+//     on halving while the latency falls with it;
 //   - knownAt is a concurrency at which latency is known to be noLoad; it
 //     starts at the first window's, and rises by an eighth when firm
 //     evidence from just above it is within Headroom/2 of noLoad, never
