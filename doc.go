@@ -26,6 +26,12 @@
 // (ErrRejected, or a reason's sentinel such as ErrQueueFull) and read the
 // hint with [RetryAfter].
 //
-// Each decision also has an explicit-time form (...At(now)) so the simulator
-// in package sim can run the same code in virtual time.
+// The decisions are pure code that takes the time as an argument, so the
+// simulator in package sim runs the same code in virtual time:
+// rate.Bucket's AllowAt, ReserveAt (a Wait's decision) and TokensAt,
+// keyed.Buckets' AllowAt and TokensAt, concurrency.Core (a concurrency
+// Limiter's decisions: Arrive, Release, Expire), and the adaptive
+// algorithms' Observe. Waiting is a thin layer at the edge that reads the
+// real clock: Acquire, Wait, and All, which only composes other limiters'
+// Acquire and so has no decision of its own to take a time.
 package sluice

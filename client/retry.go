@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/internal/waitrule"
 )
 
 // RetryPolicy configures a Retrier. The zero value makes 3 attempts per
@@ -207,24 +208,9 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		if d != Retry {
 			return err
 		}
-		if cerr := sleep(ctx, wait); cerr != nil {
+		if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
 			return fmt.Errorf("%w (last attempt: %w)", cerr, err)
 		}
-	}
-}
-
-// sleep waits d or until ctx is done, whichever is first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

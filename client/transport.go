@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/internal/waitrule"
 )
 
 // TransportConfig configures a Transport.
@@ -126,7 +127,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 					drain(resp.Body)
 				}
 				permit.Release(outcome, latency)
-				if cerr := sleep(ctx, wait); cerr != nil {
+				if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
 					return nil, cerr
 				}
 				continue

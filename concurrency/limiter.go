@@ -55,7 +55,10 @@ type Limiter struct {
 	// does not always reject the newcomer.
 	maxQueue int64
 	evicts   bool
-	_        [64]byte
+	// cache holds released permits for the next acquires (cache.go); nil
+	// until the first release that caches.
+	cache atomic.Pointer[permitCache]
+	_     [64]byte
 
 	// flushed and slowAdmitted count admissions with hot's count bits.
 	flushed      atomic.Uint64
@@ -110,12 +113,11 @@ type releaser Limiter
 // than the estimated wait). If ctx ends first, Acquire returns ctx.Err() and
 // the caller's place in the queue is freed at once.
 func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-done:
-			return sluice.Permit{}, ctx.Err()
-		default:
-		}
+	if err := ctx.Err(); err != nil {
+		return sluice.Permit{}, err // Err, not Done: a context may make its channel lazily
+	}
+	if p, ok := l.fromCache(false); ok {
+		return p, nil
 	}
 	if l.wide.Load() {
 		n := l.hot.state.Add(1 + countOne)
@@ -131,6 +133,9 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 	}
 	if t, ok := l.tryFast(); ok {
 		return sluice.NewPermit((*releaser)(l), t), nil
+	}
+	if p, ok := l.fromCache(true); ok {
+		return p, nil
 	}
 	if r, ok := l.fullFast(); ok {
 		return sluice.Permit{}, l.rejectFast(r)
@@ -146,6 +151,9 @@ func (l *Limiter) Acquire(ctx context.Context) (sluice.Permit, error) {
 // method returning (token, ok) it cost TryAcquire about a quarter of its
 // time in the side-by-side benchmark (bench/, ConcurrencyUncontended).
 func (l *Limiter) TryAcquire() (sluice.Permit, error) {
+	if p, ok := l.fromCache(false); ok {
+		return p, nil
+	}
 	if l.wide.Load() {
 		n := l.hot.state.Add(1 + countOne)
 		if l.keeps(n) {
@@ -160,6 +168,9 @@ func (l *Limiter) TryAcquire() (sluice.Permit, error) {
 	}
 	if t, ok := l.tryFast(); ok {
 		return sluice.NewPermit((*releaser)(l), t), nil
+	}
+	if p, ok := l.fromCache(true); ok {
+		return p, nil
 	}
 	if s := l.hot.state.Load(); s&slowBit != 0 && l.queued.Load() > 0 || s&slowBit == 0 && s&inFlightMask >= s>>limitShift&limitMask {
 		// A queue, or every permit held: reject without the lock (it would
@@ -188,10 +199,15 @@ func (r *releaser) Release(token uint64, o sluice.Outcome, latency time.Duration
 func (r *releaser) release(token uint64, o sluice.Outcome, latency time.Duration) {
 	l := (*Limiter)(r)
 	if l.noAlgorithm || o == sluice.Ignore || o == canceled {
-		if l.releaseFast(o, latency) {
+		if l.toCache(o, latency) || l.releaseFast(o, latency) {
 			return
 		}
 	}
+	l.releaseCore(token, o, latency)
+}
+
+// releaseCore releases a permit through the Core, under mu.
+func (l *Limiter) releaseCore(token uint64, o sluice.Outcome, latency time.Duration) {
 	var now int64
 	if l.timed {
 		now = clock.Nanos()
@@ -240,11 +256,14 @@ func (l *Limiter) Stats() sluice.Stats {
 		InFlight: int(st & inFlightMask),
 		Queued:   int(l.queued.Load()),
 	}
+	held, fromCache := l.cached()
 	if st&slowBit != 0 {
 		s.InFlight = int(l.inFlight.Load())
+	} else {
+		s.InFlight -= held // held by the cache, not by a caller (cache.go)
 	}
 	l.counters.Fill(&s)
-	s.Admitted = admitted
+	s.Admitted = admitted + fromCache
 	return s
 }
 

@@ -128,6 +128,30 @@ func TestLimiterEstimateLearnsOnFastPath(t *testing.T) {
 	})
 }
 
+// The estimate learns from the first fast release on: no warm-up of 64
+// releases before a deadline is judged (issue 7, item 1).
+func TestLimiterEstimateNeedsNoWarmUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Limit: 4, MaxQueue: 10})
+		for range 4 {
+			p := mustAcquire(t, l)
+			time.Sleep(time.Second)
+			p.Release(sluice.Success, time.Second)
+		}
+		for range 4 {
+			p := mustAcquire(t, l)
+			defer p.Release(sluice.Success, 0)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := l.Acquire(ctx)
+		if !errors.Is(err, sluice.ErrDeadline) || time.Since(start) != 0 {
+			t.Fatalf("Acquire with 1ms left, 1s permits, 4 held = %v after %v, want ErrDeadline at once", err, time.Since(start))
+		}
+	})
+}
+
 // One timer serves the queue: after the head leaves (cancelled, or
 // admitted and a new busy period begins) the others still expire exactly
 // on their own bounds.

@@ -11,7 +11,8 @@ import (
 // The fast path.
 //
 // hot.state mirrors the Core in one word so that the common case — a permit
-// free and nobody queued — costs one CAS to acquire and one to release:
+// free and nobody queued — costs one CAS to acquire (one add far from the
+// limit, see reserve.go) and one atomic add to release:
 //
 //	bits  0-23  permits in flight
 //	bits 24-47  the limit
@@ -102,7 +103,10 @@ func (l *Limiter) tryFast() (uint64, bool) {
 // One release in 64 (by the admission count) also feeds its latency to the
 // service-time estimate that deadline-aware admission needs once a queue
 // forms, and, if the wide path is off, reopens it should the word allow it
-// (see reserve.go).
+// (see reserve.go). Until the count first reaches 64 (it never falls back
+// below it: a flush leaves flushAt-flushMove), every release feeds the
+// estimate, so that a deadline is judged from the first release on rather
+// than after a warm-up of 64; the test is on the word already loaded.
 func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	s := l.hot.state.Add(^uint64(0))
 	if s&inFlightMask == inFlightMask {
@@ -116,13 +120,16 @@ func (l *Limiter) releaseFast(o sluice.Outcome, latency time.Duration) bool {
 	if s&slowBit != 0 {
 		return false
 	}
-	if s>>countShift&63 == 0 {
-		if o != canceled && latency > 0 {
-			l.sample(latency)
-		}
+	c := s >> countShift & countMask
+	if c&63 == 0 {
 		if !l.wide.Load() {
 			l.widen(s)
 		}
+	} else if c >= 64 {
+		return true
+	}
+	if o != canceled && latency > 0 {
+		l.sample(latency)
 	}
 	return true
 }
@@ -146,7 +153,7 @@ func (l *Limiter) enter() {
 		}
 		if l.hot.state.CompareAndSwap(s, s|slowBit) {
 			l.setWide(false)
-			l.core.inFlight = int(s & inFlightMask)
+			l.core.inFlight = int(s&inFlightMask) - l.drainCache()
 			l.inFlight.Store(int64(l.core.inFlight))
 			l.core.meanSvc = l.meanSvc.Load()
 			return

@@ -12,7 +12,7 @@ import (
 )
 
 // Keyed holds one limiter per key, made on first use, with a cap on the
-// number of keys. *keyed.Map satisfies it.
+// number of keys. *keyed.Buckets and *keyed.Map satisfy it.
 type Keyed interface {
 	Acquire(ctx context.Context, key string) (sluice.Permit, error)
 	TryAcquire(key string) (sluice.Permit, error)
@@ -31,15 +31,16 @@ type Config struct {
 	// PerKey, so a client over its own limit never takes a global slot.
 	// nil: no global limit.
 	//
-	// The middleware calls Acquire with the request's context, so a
-	// limiter's own wait bound (a queue's MaxWait, a bucket's MaxWait)
-	// decides how long a request may wait to be admitted; without one, only
-	// the request's context does.
+	// The middleware calls Acquire with the request's context, its
+	// deadline brought to MaxWait if that is sooner; a limiter's own wait
+	// bound (a queue's MaxWait, a bucket's MaxWait) may cut the wait
+	// shorter.
 	Limiter sluice.Limiter
 
 	// PerKey holds a limiter per key. nil: no per-key limit. Keys are
-	// client input: use a *keyed.Map, whose MaxKeys caps how many it holds
-	// (the middleware caps how long each is, see Key).
+	// client input: use a *keyed.Buckets or a *keyed.Map, whose MaxKeys
+	// caps how many they hold (the middleware caps how long each is, see
+	// Key).
 	PerKey Keyed
 
 	// Key picks the key of a request for PerKey. nil: the client IP address
@@ -68,14 +69,37 @@ type Config struct {
 	// rejection (err is a *Rejection wrapping the limiter's
 	// *sluice.RejectError) or a wait cut short by the request's context
 	// (err is the context's error). Retry-After and RateLimit are already
-	// set when it is called. nil: Reject, which sends Status(err) with a
+	// set when it is called. nil: WriteRejection, which sends Status(err) with a
 	// short plain-text body.
 	OnReject func(w http.ResponseWriter, r *http.Request, err error)
 
 	// NoWait asks the limiters with TryAcquire: a request is admitted or
 	// rejected at once, never queued, whatever the limiters' own wait
-	// settings. Default false: Acquire with the request's context.
+	// settings. Default false: Acquire, with a wait bounded by MaxWait,
+	// MaxWaiting and MaxWaitingPerKey.
 	NoWait bool
+
+	// MaxWait bounds a request's wait for admission (per-key and global
+	// limiter together). The limiters see a context whose deadline is
+	// MaxWait away (or the request's own, if sooner): deadline-aware
+	// limiters (token buckets, concurrency limits) reject at once, with
+	// sluice.ReasonDeadline, a request they could not admit in time, and a
+	// wait that runs out is rejected with sluice.ReasonQueueTimeout.
+	// Default 1s; must not be negative.
+	MaxWait time.Duration
+
+	// MaxWaiting caps the requests waiting for admission at once; one
+	// more is rejected at once with sluice.ReasonQueueFull (503). Default
+	// 1024; must not be negative.
+	MaxWaiting int
+
+	// MaxWaitingPerKey caps the requests of one key waiting for admission
+	// at once (with PerKey); one more is rejected at once with
+	// sluice.ReasonQueueFull as a per-key rejection (429). Keys share 4,096
+	// counters by hash, so two keys may share a cap: stricter, never
+	// looser, and a fixed 16 KiB whatever the keys. Default 8; must not be
+	// negative.
+	MaxWaitingPerKey int
 
 	// DryRun admits every request, counting those that would have been
 	// rejected in Stats.WouldReject (once, by the first limiter that said
@@ -118,7 +142,7 @@ type RatePolicy struct {
 	// of admitted responses: remaining is "r", reset (rounded up to whole
 	// seconds) is "t", the time until the quota is whole again; a negative
 	// reset (never) leaves "t" out. BucketRemaining builds it for token
-	// buckets. nil: RateLimit is sent only with 429 responses (r=0).
+	// buckets; a *keyed.Buckets' Remaining method is one. nil: RateLimit is sent only with 429 responses (r=0).
 	Remaining func(key string) (remaining int, reset time.Duration)
 }
 

@@ -1,10 +1,13 @@
 // Package httplimit is net/http server middleware that puts sluice limiters
 // in front of a handler.
 //
-// New wraps a handler with a policy: a global Limiter (any sluice.Limiter or
-// a sluice.All composition) and/or a per-key limit (a *keyed.Map, keyed by a
-// KeyFunc). For each request it takes the per-key permit, then the global
-// one, serves the request, and releases both with the outcome of the work.
+// New wraps a handler with one policy: a per-key limit (PerKey: a
+// *keyed.Buckets, the lean per-key token bucket, or a *keyed.Map of any
+// limiter, keyed by a KeyFunc) and/or a global Limiter (any sluice.Limiter
+// or a sluice.All composition). For each request it takes the per-key
+// permit, then the global one (giving the per-key one back if the global
+// says no), serves the request, and releases both with the outcome of the
+// work.
 //
 //	perIP, _ := keyed.New(keyed.Config[*rate.Bucket]{
 //		New: func(string) (*rate.Bucket, error) {
@@ -13,6 +16,16 @@
 //	})
 //	inFlight, _ := concurrency.New(concurrency.Config{Algorithm: gradient2})
 //	h, err := httplimit.New(mux, httplimit.Config{PerKey: perIP, Limiter: inFlight, NoWait: true})
+//
+// # Waiting
+//
+// By default (NoWait false) a request may wait to be admitted, boundedly:
+// the limiters see a deadline MaxWait (1s) away, so a token bucket refuses
+// at once a request whose token would come later; at most
+// MaxWaitingPerKey (8) requests of one key and MaxWaiting (1024) in all
+// wait at once, and one more is refused at once. A refused request gets
+// 429 (its key is over its share) or 503 (the server is at capacity) with
+// Retry-After. NoWait never waits: admitted or refused at once.
 //
 // # Keys
 //
@@ -33,7 +46,8 @@
 // Retry-After carries the limiter's hint rounded up to whole seconds. With
 // a RatePolicy, every response carries RateLimit-Policy and a 429 carries
 // RateLimit with r=0 (draft-ietf-httpapi-ratelimit-headers); with its
-// Remaining (BucketRemaining for token buckets), admitted responses carry
+// Remaining (BucketRemaining for token buckets, or a *keyed.Buckets'
+// Remaining method), admitted responses carry
 // RateLimit with the quota left. OnReject replaces the body; DryRun counts
 // would-be rejections and admits everything, holding whatever permits it
 // was granted so that concurrency limits still see the load.

@@ -15,6 +15,40 @@ import (
 	"github.com/sluicehq/sluice/rate"
 )
 
+// What the defaults do: a request over its client's rate waits for a token,
+// but only when the token comes within MaxWait (1s), and only while at
+// most MaxWaitingPerKey (8) of that client's requests (1024 in all) wait;
+// any other is answered 429 at once, with Retry-After. Here 20 requests
+// arrive at once from one client of a 1.5-per-second bucket of burst 1:
+// the first takes the burst, the second waits 667ms for the next token,
+// and the 18 whose tokens would come after 1s are refused at once.
+func ExampleConfig_defaultWait() {
+	perIP, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 1.5, Burst: 1}})
+	if err != nil {
+		panic(err)
+	}
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
+	h, err := httplimit.New(hello, httplimit.Config{PerKey: perIP}) // key: the client IP
+	if err != nil {
+		panic(err)
+	}
+	codes := make(chan int, 20)
+	for range 20 {
+		go func() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			codes <- w.Code
+		}()
+	}
+	got := map[int]int{}
+	for range 20 {
+		got[<-codes]++
+	}
+	fmt.Println(got)
+	// Output:
+	// map[200:2 429:18]
+}
+
 // A per-client-IP token bucket in front of a handler, behind a load
 // balancer at 10.0.0.1 whose X-Forwarded-For is trusted, plus a global
 // concurrency limit.
@@ -249,13 +283,13 @@ func ExampleClientIP_Addr() {
 
 // Reject is the default answer to a request that was not admitted; an
 // OnReject that logs can end with it.
-func ExampleReject() {
+func ExampleWriteRejection() {
 	for _, err := range []error{
 		&httplimit.Rejection{Err: sluice.Reject(sluice.ReasonRate, time.Second), PerKey: true, Key: "alice"},
 		sluice.Reject(sluice.ReasonQueueFull, 0),
 	} {
 		w := httptest.NewRecorder()
-		httplimit.Reject(w, httptest.NewRequest("GET", "/", nil), err)
+		httplimit.WriteRejection(w, httptest.NewRequest("GET", "/", nil), err)
 		fmt.Printf("%d %q\n", w.Code, w.Body.String())
 	}
 	// Output:

@@ -24,6 +24,7 @@ type Handler struct {
 	outcome  func(*http.Request, int) sluice.Outcome
 	dryRun   bool
 	noWait   bool // TryAcquire only: NoWait or DryRun
+	waiters  waiters
 
 	policyField []string // RateLimit-Policy value, len == cap so appends copy
 	policyName  string   // quoted, for the RateLimit field
@@ -57,8 +58,11 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		dryRun:   cfg.DryRun,
 		noWait:   cfg.NoWait || cfg.DryRun,
 	}
+	var err error
+	if err = h.waiters.init(&cfg); err != nil {
+		return nil, err
+	}
 	if cfg.PerKey != nil {
-		var err error
 		if h.key, err = cfg.keyFunc(); err != nil {
 			return nil, err
 		}
@@ -69,7 +73,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		return nil, configErr("Config.PerKey", nil, "must be set when Key or ClientIP is: there is nothing to key")
 	}
 	if h.onReject == nil {
-		h.onReject = Reject
+		h.onReject = WriteRejection
 	}
 	if cfg.Policy != nil {
 		field, name, err := cfg.Policy.compile()
@@ -102,7 +106,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // rejection does not stop it asking the global limiter: the request will
 // be served, and a concurrency limit must see it in flight.
 func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, err error) {
-	ctx := r.Context()
 	if h.perKey != nil {
 		var ok bool
 		if key, ok = h.key(r); !ok {
@@ -111,10 +114,24 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 		} else if len(key) > MaxKeyLen {
 			key = digestKey(key)
 		}
+	}
+	ctx := r.Context()
+	if !h.noWait {
+		slot, err := h.waiters.enter(key)
+		if err != nil {
+			return key, kp, gp, err
+		}
+		defer h.waiters.leave(slot)
+		wc := newWaitCtx(ctx, h.waiters.maxWait)
+		defer wc.free()
+		ctx = wc
+	}
+	if h.perKey != nil {
 		if h.noWait {
 			kp, err = h.perKey.TryAcquire(key)
 		} else {
 			kp, err = h.perKey.Acquire(ctx, key)
+			err = timedOut(r.Context(), ctx, err)
 		}
 		if err != nil {
 			if !isRejection(err) {
@@ -132,6 +149,7 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 			gp, gerr = h.limiter.TryAcquire()
 		} else {
 			gp, gerr = h.limiter.Acquire(ctx)
+			gerr = timedOut(r.Context(), ctx, gerr)
 		}
 		if gerr != nil {
 			kp.Cancel()
@@ -253,6 +271,9 @@ type Stats struct {
 	Errors uint64
 	// FallbackKeys counts requests for which Key found no usable key.
 	FallbackKeys uint64
+	// Waiting is the number of requests waiting for admission now, at
+	// most Config.MaxWaiting.
+	Waiting int
 	// Succeeded, Dropped and Ignored count admitted requests by the
 	// outcome their permits were released with.
 	Succeeded, Dropped, Ignored uint64
@@ -266,6 +287,7 @@ func (h *Handler) Stats() Stats {
 		Errors:         h.errs.Load(),
 		RejectedPerKey: h.perKeyRej.Load(),
 		FallbackKeys:   h.fallbacks.Load(),
+		Waiting:        int(h.waiters.total.Load()),
 		Succeeded:      h.outcomes[sluice.Success].Load(),
 		Dropped:        h.outcomes[sluice.Dropped].Load(),
 		Ignored:        h.outcomes[sluice.Ignore].Load(),

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -191,7 +192,7 @@ func TestWaitEndedByContextIsNotARejection(t *testing.T) {
 			t.Fatal(err)
 		}
 		release := make(chan struct{})
-		h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }), Config{Limiter: lim})
+		h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }), Config{Limiter: lim, MaxWait: time.Hour})
 		done := make(chan struct{})
 		go func() { serve(h, httptest.NewRequest("GET", "/", nil)); close(done) }()
 		synctest.Wait() // the first request holds the only permit
@@ -213,11 +214,12 @@ func TestWaitEndedByContextIsNotARejection(t *testing.T) {
 
 func TestNoWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// A bucket without MaxWait makes Acquire wait for the next token;
-		// NoWait turns that into an immediate 429.
+		// A bucket without MaxWait makes Acquire wait for the next token,
+		// within the middleware's MaxWait; NoWait turns that into an
+		// immediate 429.
 		b := bucket(t, rate.Config{Rate: 1, Burst: 1})
 		for _, noWait := range []bool{true, false} {
-			h := mustNew(t, okHandler, Config{Limiter: b, NoWait: noWait})
+			h := mustNew(t, okHandler, Config{Limiter: b, NoWait: noWait, MaxWait: 2 * time.Second})
 			serve(h, httptest.NewRequest("GET", "/", nil)) // drain the bucket
 			start := time.Now()
 			w := serve(h, httptest.NewRequest("GET", "/", nil))
@@ -274,7 +276,7 @@ func TestLimiterErrorsAreCounted(t *testing.T) {
 	var got error
 	h := mustNew(t, okHandler, Config{PerKey: m, Key: HeaderKey("K"), OnReject: func(w http.ResponseWriter, r *http.Request, err error) {
 		got = err
-		Reject(w, r, err)
+		WriteRejection(w, r, err)
 	}})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("K", "bad")
@@ -351,4 +353,79 @@ func TestDryRunPerKeyRejectionStillHoldsGlobal(t *testing.T) {
 	if s.WouldReject[sluice.ReasonRate] != 1 || s.WouldRejectTotal() != 1 || s.Admitted != 2 || s.Succeeded != 2 {
 		t.Errorf("stats %+v: want 2 admitted and succeeded, 1 would-reject for rate", s)
 	}
+}
+
+// By default a request waits for admission, but boundedly: 200 concurrent
+// requests from one client over its rate leave at most MaxWaitingPerKey (8)
+// of them waiting, and so at most 8 tokens of debt in its bucket; the rest
+// are answered 429 at once, and the waiters within MaxWait (1s).
+func TestDefaultWaitIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		perIP, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 10, Burst: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mustNew(t, okHandler, Config{PerKey: perIP})
+		const n = 200
+		var running atomic.Int64
+		codes := make(chan int, n)
+		for range n {
+			running.Add(1)
+			go func() {
+				defer running.Add(-1)
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "192.0.2.1:1234"
+				codes <- serve(h, r).Code
+			}()
+		}
+		synctest.Wait() // every request is either answered or blocked
+		if got := running.Load(); got > 8 {
+			t.Errorf("%d requests still in the middleware, want at most 8", got)
+		}
+		if s := h.Stats(); s.Waiting > 8 {
+			t.Errorf("Stats.Waiting = %d, want at most 8", s.Waiting)
+		}
+		if tk := perIP.Tokens("192.0.2.1"); tk < -8 {
+			t.Errorf("bucket %v tokens in debt, want at most 8", -tk)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := running.Load(); got != 0 {
+			t.Fatalf("%d requests still waiting after MaxWait", got)
+		}
+		close(codes)
+		count := map[int]int{}
+		for c := range codes {
+			count[c]++
+		}
+		if count[200] < 2 || count[200] > 10 || count[200]+count[429] != n {
+			t.Errorf("statuses %v: want 2 to 10 admitted (the burst and the waiters), the rest 429", count)
+		}
+	})
+}
+
+// A request queued in a concurrency limiter without a MaxWait of its own
+// waits the middleware's MaxWait, then gets 503 (queue_timeout): neither a
+// wait without bound nor a "client went away".
+func TestWaitEndsAtMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim, err := concurrency.New(concurrency.Config{Limit: 1, MaxQueue: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := lim.TryAcquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(sluice.Ignore, 0)
+		h := mustNew(t, okHandler, Config{Limiter: lim, MaxWait: 300 * time.Millisecond})
+		start := time.Now()
+		w := serve(h, httptest.NewRequest("GET", "/", nil))
+		if w.Code != http.StatusServiceUnavailable || time.Since(start) != 300*time.Millisecond {
+			t.Errorf("status %d after %v, want 503 after MaxWait (300ms)", w.Code, time.Since(start))
+		}
+		if s := h.Stats(); s.Rejected[sluice.ReasonQueueTimeout] != 1 || s.Canceled != 0 || s.Waiting != 0 {
+			t.Errorf("stats %+v, want one queue_timeout rejection, nobody waiting", s)
+		}
+	})
 }

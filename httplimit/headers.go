@@ -2,12 +2,12 @@ package httplimit
 
 import (
 	"errors"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/gcra"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -59,10 +59,10 @@ func Status(err error) int {
 	return http.StatusServiceUnavailable
 }
 
-// Reject is the default Config.OnReject: it writes Status(err) with the
-// status text as a plain-text body. The middleware has already set
+// WriteRejection is the default Config.OnReject: it writes Status(err) with
+// the status text as a plain-text body. The middleware has already set
 // Retry-After (and RateLimit, for a rate policy).
-func Reject(w http.ResponseWriter, _ *http.Request, err error) {
+func WriteRejection(w http.ResponseWriter, _ *http.Request, err error) {
 	code := Status(err)
 	http.Error(w, http.StatusText(code), code)
 }
@@ -99,7 +99,8 @@ func setRejectHeaders(h http.Header, retryAfter time.Duration, status int, polic
 
 // BucketRemaining returns a RatePolicy.Remaining for token buckets: get
 // returns the bucket of a key (pass a *keyed.Map's Get, or a func returning
-// the one global bucket). The quota left is the whole tokens in the bucket,
+// the one global bucket). For a *keyed.Buckets, pass its Remaining method
+// itself. The quota left is the whole tokens in the bucket,
 // and the reset is the time until it is full again, at its rate.
 func BucketRemaining(get func(key string) (*rate.Bucket, error)) func(key string) (int, time.Duration) {
 	return func(key string) (int, time.Duration) {
@@ -112,22 +113,7 @@ func BucketRemaining(get func(key string) (*rate.Bucket, error)) func(key string
 }
 
 func bucketRemaining(tokens float64, c rate.Config) (int, time.Duration) {
-	if c.Rate >= rate.Inf || math.IsInf(c.Rate, 1) {
-		return c.Burst, 0
-	}
-	tokens = max(tokens, 0)
-	missing := float64(c.Burst) - tokens
-	switch {
-	case missing <= 0:
-		return c.Burst, 0
-	case c.Rate <= 0:
-		return int(tokens), -1 // no refill: the quota never comes back
-	}
-	secs := missing / c.Rate
-	if secs >= float64(math.MaxInt64/int64(time.Second)) {
-		return int(tokens), -1
-	}
-	return int(tokens), time.Duration(math.Ceil(secs * float64(time.Second)))
+	return gcra.Remaining(tokens, c.Rate, int64(c.Burst))
 }
 
 // rateLimitField formats a RateLimit field; a negative reset leaves "t"

@@ -214,13 +214,35 @@ func TestBucketRemaining(t *testing.T) {
 	}
 }
 
+// The same fields whether the per-key buckets are a keyed.Map of
+// rate.Buckets (BucketRemaining) or a keyed.Buckets (its Remaining method).
 func TestRateLimitOnAdmittedResponses(t *testing.T) {
+	for _, lean := range []bool{false, true} {
+		t.Run(map[bool]string{false: "keyed.Map", true: "keyed.Buckets"}[lean], func(t *testing.T) {
+			rateLimitOnAdmitted(t, lean)
+		})
+	}
+}
+
+func rateLimitOnAdmitted(t *testing.T, lean bool) {
 	synctest.Test(t, func(t *testing.T) {
-		m := perIPBuckets(t, rate.Config{Rate: 1, Burst: 3})
+		cfg := rate.Config{Rate: 1, Burst: 3}
+		var perKey Keyed
+		var remaining func(string) (int, time.Duration)
+		if lean {
+			b, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			perKey, remaining = b, b.Remaining
+		} else {
+			m := perIPBuckets(t, cfg)
+			perKey, remaining = m, BucketRemaining(m.Get)
+		}
 		h := mustNew(t, okHandler, Config{
-			PerKey: m,
+			PerKey: perKey,
 			NoWait: true,
-			Policy: &RatePolicy{Quota: 3, Window: 3 * time.Second, Remaining: BucketRemaining(m.Get)},
+			Policy: &RatePolicy{Quota: 3, Window: 3 * time.Second, Remaining: remaining},
 		})
 		var got []string
 		for range 4 {

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/internal/gcra"
+	"github.com/sluicehq/sluice/internal/waitrule"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -227,7 +228,7 @@ func (b *Buckets) give(w where) {
 func (b *Buckets) Allow(key string) bool { return b.allowNanos(key, clock.Nanos()) }
 
 // AllowAt is Allow at time now.
-func (b *Buckets) AllowAt(key string, now time.Time) bool {
+func (b *Buckets) AllowAt(now time.Time, key string) bool {
 	return b.allowNanos(key, clock.FromTime(now))
 }
 
@@ -279,17 +280,7 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 		return sluice.Permit{}, err
 	}
 	now := clock.Nanos()
-	limit, why := time.Duration(math.MaxInt64), sluice.ReasonRate
-	if b.maxWait > 0 {
-		limit, why = b.maxWait, sluice.ReasonQueueTimeout
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		// The token must come strictly before the deadline: at the
-		// deadline the context is already done.
-		if rem := time.Duration(gcra.SatSub(clock.FromTime(dl), now)) - 1; rem < limit {
-			limit, why = max(rem, 0), sluice.ReasonDeadline
-		}
-	}
+	limit, why := waitrule.Bound(now, waitrule.Deadline(ctx, clock.FromTime), b.maxWait)
 	wait, w, ok, of, s := b.takeKey(key, now, limit)
 	if of {
 		p, err := b.overflow.Acquire(ctx)
@@ -303,16 +294,12 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 	}
 	if wait > 0 {
 		b.waiting.Add(1)
-		t := time.NewTimer(time.Duration(wait))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			b.waiting.Add(-1)
-			b.give(w)
-			return sluice.Permit{}, ctx.Err()
-		}
+		err := waitrule.Sleep(ctx, wait)
 		b.waiting.Add(-1)
+		if err != nil {
+			b.give(w)
+			return sluice.Permit{}, err
+		}
 	}
 	s.counters.Admit()
 	return sluice.NewPermit((*releaser)(b), w), nil
@@ -328,36 +315,81 @@ func (r *releaser) Release(uint64, sluice.Outcome, time.Duration) {}
 func (r *releaser) Cancel(w uint64) { (*Buckets)(r).give(w) }
 
 // Tokens returns the tokens key has now (negative while callers wait for
-// tokens not yet there), without storing key if it is new.
-func (b *Buckets) Tokens(key string) float64 { return b.tokensNanos(key, clock.Nanos()) }
+// tokens not yet there), without storing key if it is new: the tokens of
+// the bucket that would answer key's next request. That is the Overflow
+// bucket's for a key not stored while MaxKeys keys are live (unless an
+// idle key makes room first), and a full bucket for any other new key.
+func (b *Buckets) Tokens(key string) float64 { return b.tokensAt(clock.Nanos(), key) }
 
 // TokensAt is Tokens at time now.
-func (b *Buckets) TokensAt(key string, now time.Time) float64 {
-	return b.tokensNanos(key, clock.FromTime(now))
+func (b *Buckets) TokensAt(now time.Time, key string) float64 {
+	return b.tokensAt(clock.FromTime(now), key)
 }
 
-func (b *Buckets) tokensNanos(key string, now int64) float64 {
+func (b *Buckets) tokensAt(now int64, key string) float64 {
+	tk, of := b.tokensNanos(key, now)
+	if of {
+		return b.overflow.TokensAt(clock.ToTime(now))
+	}
+	return tk
+}
+
+// Remaining returns what is left of key's quota now, for the IETF RateLimit
+// field (httplimit.RatePolicy.Remaining): the whole tokens in the bucket
+// that would answer key's next request (see Tokens), and the time until
+// that bucket is full again at its rate (-1: never).
+func (b *Buckets) Remaining(key string) (remaining int, reset time.Duration) {
+	return b.remainingAt(clock.Nanos(), key)
+}
+
+// RemainingAt is Remaining at time now.
+func (b *Buckets) RemainingAt(now time.Time, key string) (remaining int, reset time.Duration) {
+	return b.remainingAt(clock.FromTime(now), key)
+}
+
+func (b *Buckets) remainingAt(now int64, key string) (int, time.Duration) {
+	tk, of := b.tokensNanos(key, now)
+	if of {
+		c := b.overflow.Config()
+		return gcra.Remaining(b.overflow.TokensAt(clock.ToTime(now)), c.Rate, int64(c.Burst))
+	}
+	return gcra.Remaining(tk, b.rate, b.p.Burst)
+}
+
+// tokensNanos returns key's tokens at now, or of when key is not stored
+// and the table is full, so that its next request would go to the
+// overflow bucket.
+func (b *Buckets) tokensNanos(key string, now int64) (tokens float64, of bool) {
 	h := b.t.hash(key)
 	s := b.t.shardOf(h)
 	s.mu.RLock()
 	i := s.find(h)
 	if i < 0 {
 		s.mu.RUnlock()
-		return b.p.Tokens(b.p.Initial(), 0) // a key not stored has a full bucket
+		return b.newKeyTokens()
 	}
 	if u, in := b.p.Units(now, s.base); in {
 		tk := b.p.Tokens(atomic.LoadInt64(&s.at(i).last), u)
 		s.mu.RUnlock()
-		return tk
+		return tk, false
 	}
 	s.mu.RUnlock()
 	s.mu.Lock() // now is too far from the base: move it
 	defer s.mu.Unlock()
 	u := b.units(s, now)
 	if i = s.find(h); i < 0 {
-		return b.p.Tokens(b.p.Initial(), 0) // evicted meanwhile
+		return b.newKeyTokens() // evicted meanwhile
 	}
-	return b.p.Tokens(s.at(i).last, u)
+	return b.p.Tokens(s.at(i).last, u), false
+}
+
+// newKeyTokens is tokensNanos for a key not stored: a full bucket, or the
+// overflow's when no key can be added.
+func (b *Buckets) newKeyTokens() (float64, bool) {
+	if b.t.live.Load() >= b.t.maxKeys {
+		return 0, true
+	}
+	return b.p.Tokens(b.p.Initial(), 0), false
 }
 
 // For returns key's bucket as a sluice.Limiter, for composition with

@@ -61,14 +61,14 @@ func TestBucketsArithmetic(t *testing.T) {
 		{100 * time.Millisecond, "a", false},
 		{time.Hour, "a", true}, {time.Hour, "a", true}, {time.Hour, "a", false}, // idle time beyond the burst is lost
 	} {
-		if got := b.AllowAt(step.key, t0.Add(step.at)); got != step.want {
-			t.Fatalf("step %d: AllowAt(%s, +%v) = %v, want %v", i, step.key, step.at, got, step.want)
+		if got := b.AllowAt(t0.Add(step.at), step.key); got != step.want {
+			t.Fatalf("step %d: AllowAt(+%v, %s) = %v, want %v", i, step.at, step.key, got, step.want)
 		}
 	}
-	if got := b.TokensAt("a", t0.Add(time.Hour+50*time.Millisecond)); got != 0.5 {
+	if got := b.TokensAt(t0.Add(time.Hour+50*time.Millisecond), "a"); got != 0.5 {
 		t.Errorf("TokensAt = %v, want 0.5", got)
 	}
-	if got := b.TokensAt("never seen", t0); got != 2 {
+	if got := b.TokensAt(t0, "never seen"); got != 2 {
 		t.Errorf("TokensAt(new key) = %v, want the burst, 2", got)
 	}
 	if b.Stats().Keys != 2 {
@@ -83,21 +83,21 @@ func TestBucketsEvictOnlyFullBuckets(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: 2, IdleTimeout: time.Second})
-	b.AllowAt("a", t0)                              // full again at 1s, evictable at 2s
-	b.AllowAt("b", at(1500*time.Millisecond))       // its next token at 2.5s
-	if !b.AllowAt("c", at(1900*time.Millisecond)) { // the overflow bucket's one token
+	b.AllowAt(t0, "a")                              // full again at 1s, evictable at 2s
+	b.AllowAt(at(1500*time.Millisecond), "b")       // its next token at 2.5s
+	if !b.AllowAt(at(1900*time.Millisecond), "c") { // the overflow bucket's one token
 		t.Fatal("first overflowed key rejected by a full overflow bucket")
 	}
-	if b.AllowAt("d", at(1900*time.Millisecond)) {
+	if b.AllowAt(at(1900*time.Millisecond), "d") {
 		t.Fatal("second overflowed key admitted: the overflow bucket is shared")
 	}
 	if st := b.Stats(); st.Overflowed != 2 || st.Evicted != 0 {
 		t.Fatalf("stats = %+v, want 2 overflowed, none evicted", st)
 	}
-	if !b.AllowAt("e", at(2*time.Second)) {
+	if !b.AllowAt(at(2*time.Second), "e") {
 		t.Fatal("e was not given a's slot")
 	}
-	if b.AllowAt("b", at(2*time.Second)) {
+	if b.AllowAt(at(2*time.Second), "b") {
 		t.Fatal("b was admitted before its token came: it was evicted while not full")
 	}
 	if st := b.Stats(); st.Keys != 2 || st.Evicted != 1 {
@@ -121,7 +121,7 @@ func TestBucketsFloodIsBounded(t *testing.T) {
 	buf := make([]byte, 0, 32)
 	for i := range flood {
 		buf = strconv.AppendInt(append(buf[:0], "attacker-"...), int64(i), 10)
-		if b.AllowAt(string(buf), now) {
+		if b.AllowAt(now, string(buf)) {
 			admitted++
 		}
 	}
@@ -136,7 +136,7 @@ func TestBucketsFloodIsBounded(t *testing.T) {
 		t.Errorf("heap grew %d B for %d live keys", grown, maxKeys)
 	}
 	// Once their buckets refill, the flood's keys make room at no loss.
-	if !b.AllowAt("legit", now.Add(3*time.Second+time.Minute)) || b.Stats().Evicted == 0 {
+	if !b.AllowAt(now.Add(3*time.Second+time.Minute), "legit") || b.Stats().Evicted == 0 {
 		t.Error("no room made once the flood's buckets refilled")
 	}
 }
@@ -282,7 +282,7 @@ func TestBucketsConcurrent(t *testing.T) {
 		wg.Go(func() {
 			n := 0
 			for range 1000 {
-				if b.AllowAt("hot", now) {
+				if b.AllowAt(now, "hot") {
 					n++
 				}
 			}
@@ -303,7 +303,7 @@ func TestBucketsConcurrent(t *testing.T) {
 				if err == nil && i%2 == 0 {
 					p.Cancel()
 				}
-				b.AllowAt(strconv.Itoa(i%3000), at)
+				b.AllowAt(at, strconv.Itoa(i%3000))
 				if k := b.Stats().Keys; k > 500 {
 					t.Errorf("%d live keys, cap 500", k)
 					return
@@ -320,15 +320,15 @@ func TestLongKeys(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: 1000})
 	long := string(make([]byte, 64<<10))
-	if !b.AllowAt(long+"a", now) || b.AllowAt(long+"a", now) {
+	if !b.AllowAt(now, long+"a") || b.AllowAt(now, long+"a") {
 		t.Fatal("a long key did not get one bucket of its own")
 	}
-	if !b.AllowAt(long+"b", now) {
+	if !b.AllowAt(now, long+"b") {
 		t.Fatal("two long keys sharing a 64 KB prefix share a bucket")
 	}
 	before := heapAfterGC()
 	for i := range 1000 {
-		b.AllowAt(long+strconv.Itoa(i), now)
+		b.AllowAt(now, long+strconv.Itoa(i))
 	}
 	if grown := heapAfterGC() - before; grown > 1000*256 {
 		t.Fatalf("1000 keys of 64 KB grew the heap by %d B", grown)
@@ -337,5 +337,38 @@ func TestLongKeys(t *testing.T) {
 	g := mustGet(t, m, long+"x")
 	if g.key != long+"x" || mustGet(t, m, long+"x") != g || mustGet(t, m, long+"y") == g {
 		t.Fatal("Map: long keys do not each map to one limiter made for the full key")
+	}
+}
+
+// During a flood of keys, a key that did not fit under MaxKeys is answered
+// by the overflow bucket, so Tokens and Remaining (the RateLimit header)
+// report the overflow bucket's tokens for it, not a full bucket.
+func TestBucketsTokensOfOverflowedKey(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	b := mustBuckets(t, keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 3}, MaxKeys: 2})
+	b.AllowAt(t0, "a")
+	b.AllowAt(t0, "b") // the table is full: neither key is idle
+	for range 3 {
+		if !b.AllowAt(t0, "flood") {
+			t.Fatal("an overflowed key was refused a token the overflow bucket had")
+		}
+	}
+	if b.AllowAt(t0, "flood") {
+		t.Fatal("the drained overflow bucket admitted")
+	}
+	if got := b.TokensAt(t0, "flood"); got != 0 {
+		t.Errorf("TokensAt(overflowed key) = %v, want the overflow bucket's 0", got)
+	}
+	if n, reset := b.RemainingAt(t0, "flood"); n != 0 || reset != 3*time.Second {
+		t.Errorf("RemainingAt(overflowed key) = %d, %v; want 0, 3s", n, reset)
+	}
+	if got := b.TokensAt(t0, "a"); got != 2 {
+		t.Errorf("TokensAt(stored key) = %v, want its own 2", got)
+	}
+	if n, reset := b.RemainingAt(t0, "a"); n != 2 || reset != time.Second {
+		t.Errorf("RemainingAt(stored key) = %d, %v; want 2, 1s", n, reset)
+	}
+	if st := b.Stats(); st.Keys != 2 {
+		t.Errorf("Tokens stored a key: %d live", st.Keys)
 	}
 }

@@ -51,7 +51,7 @@ func ExampleBuckets_overflow() {
 	b, _ := keyed.NewBuckets(keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: 2})
 	now := time.Unix(1_700_000_000, 0)
 	for _, key := range []string{"alice", "bob", "mallory-1", "mallory-2", "mallory-3"} {
-		fmt.Println(key, b.AllowAt(key, now))
+		fmt.Println(key, b.AllowAt(now, key))
 	}
 	fmt.Println("overflowed:", b.Stats().Overflowed)
 	// Output:
@@ -204,10 +204,10 @@ func ExampleMap_GetAt() {
 		IdleTimeout: time.Minute,
 	})
 	t0 := time.Unix(1_700_000_000, 0)
-	alice, _ := m.GetAt("alice", t0)
-	bob, _ := m.GetAt("bob", t0.Add(30*time.Second))
+	alice, _ := m.GetAt(t0, "alice")
+	bob, _ := m.GetAt(t0.Add(30*time.Second), "bob")
 	fmt.Println("bob overflowed:", bob == m.Overflow())
-	bob, _ = m.GetAt("bob", t0.Add(time.Minute))
+	bob, _ = m.GetAt(t0.Add(time.Minute), "bob")
 	fmt.Println("bob has his own:", bob != m.Overflow() && bob != alice)
 	st := m.Stats()
 	fmt.Println("evicted:", st.Evicted, "overflowed:", st.Overflowed)
@@ -224,10 +224,10 @@ func ExampleBuckets_AllowAt() {
 	now := time.Unix(1_700_000_000, 0)
 	admitted := 0
 	for range 25 {
-		if b.AllowAt("10.0.0.1", now) {
+		if b.AllowAt(now, "10.0.0.1") {
 			admitted++
 		}
 	}
-	fmt.Println(admitted, b.TokensAt("10.0.0.1", now.Add(time.Nanosecond)))
+	fmt.Println(admitted, b.TokensAt(now.Add(time.Nanosecond), "10.0.0.1"))
 	// Output: 20 8
 }

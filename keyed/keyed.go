@@ -60,7 +60,7 @@ func (m *Map[L]) Get(key string) (L, error) {
 }
 
 // GetAt is Get at time now: the explicit-time form for the simulator.
-func (m *Map[L]) GetAt(key string, now time.Time) (L, error) {
+func (m *Map[L]) GetAt(now time.Time, key string) (L, error) {
 	l, _, err := m.get(key, clock.FromTime(now))
 	return l, err
 }

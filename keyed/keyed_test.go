@@ -288,7 +288,7 @@ func TestFloodOfDistinctKeysStaysBounded(t *testing.T) {
 				buf = strconv.AppendInt(append(buf[:0], "client-"...), int64(i), 10)
 				// Virtual time, 10µs a request: with the short idle
 				// timeout, keys churn through eviction.
-				if _, err := m.GetAt(string(buf), start.Add(time.Duration(i)*10*time.Microsecond)); err != nil {
+				if _, err := m.GetAt(start.Add(time.Duration(i)*10*time.Microsecond), string(buf)); err != nil {
 					t.Fatal(err)
 				}
 				if i%50_000 == 0 && m.Stats().Keys > maxKeys {

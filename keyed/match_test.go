@@ -30,7 +30,7 @@ func TestBucketsMatchRateBucket(t *testing.T) {
 				}
 				now = now.Add(time.Duration(rng.IntN(int(3e9/cfg.Rate))) * time.Nanosecond)
 				want := ref[key].AllowAt(now, 1)
-				if got := kb.AllowAt(key, now); got != want {
+				if got := kb.AllowAt(now, key); got != want {
 					t.Fatalf("step %d, key %s: keyed %v, rate.Bucket %v", i, key, got, want)
 				}
 			}
@@ -68,13 +68,13 @@ func TestBucketsMatchRateBucketWholeRange(t *testing.T) {
 					now = now.Add(time.Duration(rng.IntN(4)) * time.Nanosecond)
 				}
 				want := ref[key].AllowAt(now, 1)
-				if got := kb.AllowAt(key, now); got != want {
+				if got := kb.AllowAt(now, key); got != want {
 					t.Fatalf("step %d, key %s: keyed %v, rate.Bucket %v", i, key, got, want)
 				}
 				if want {
 					admitted++
 				}
-				if got, want := kb.TokensAt(key, now), ref[key].TokensAt(now); got != want {
+				if got, want := kb.TokensAt(now, key), ref[key].TokensAt(now); got != want {
 					t.Fatalf("step %d, key %s: keyed has %v tokens, rate.Bucket %v", i, key, got, want)
 				}
 			}
@@ -99,10 +99,10 @@ func TestBucketsConcurrentRebase(t *testing.T) {
 		for g := range workers {
 			wg.Go(func() {
 				for i := range calls {
-					if b.AllowAt("hot", now) {
+					if b.AllowAt(now, "hot") {
 						admitted.Add(1)
 					}
-					b.AllowAt(strconv.Itoa(g*calls+i%8), now)
+					b.AllowAt(now, strconv.Itoa(g*calls+i%8))
 				}
 			})
 		}

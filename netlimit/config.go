@@ -20,14 +20,24 @@ func invalid(field string, v any, allowed string) error {
 const defaultReject = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 // Defaults for the Config fields whose zero value means "default".
+//
+// They are sized for a burst: a rejected connection must be answered
+// within RejectTimeout of its accept, so the rejecters must keep pace with
+// the connections rejected meanwhile. With 4 rejecters and a queue of 128,
+// a burst of 500 connections on loopback left some closed with a reset
+// instead of the 429; 32 rejecters and a queue of 1024 answered every one
+// (TestBurstAnsweredWithDefaults). A rejecter is a parked goroutine (a few
+// KiB) and a queue slot a few words, so the defaults cost little memory.
 const (
-	// defaultRejectTimeout is net/http's own delay before it closes a
-	// connection it answered with an error (its rstAvoidanceDelay): long
-	// enough for the client to read the answer before the socket closes.
-	defaultRejectTimeout = 500 * time.Millisecond
+	// defaultRejectTimeout covers the wait for a rejecter, for the
+	// client's request and for the client to read the answer and hang up:
+	// net/http's own delay before it closes a connection it answered with
+	// an error (its rstAvoidanceDelay, 500ms) plus as much again for the
+	// queue.
+	defaultRejectTimeout = time.Second
 	defaultMaxPending    = 1024
-	defaultRejecters     = 4
-	defaultRejectQueue   = 128
+	defaultRejecters     = 32
+	defaultRejectQueue   = 1024
 )
 
 // Upper bounds on the fields that size what NewListener allocates up
@@ -86,19 +96,21 @@ type Config struct {
 	// client treats a response that arrives before it has sent its
 	// request as a broken connection, not as a 429.
 	ServerSpeaksFirst bool
-	// RejectTimeout bounds the time spent on one rejected connection:
-	// waiting for the client's request, writing Reject, and then reading
-	// what the client still sends until it closes its side, so that
-	// closing does not reset the connection before the client has read
-	// the answer. Default 500ms; must not be
-	// negative.
+	// RejectTimeout bounds the time from a rejected connection's accept
+	// to its close: waiting for a rejecter, then for the client's request,
+	// writing Reject, and reading what the client still sends until it
+	// closes its side, so that closing does not reset the connection
+	// before the client has read the answer. A connection that waited for
+	// a rejecter past it is closed with no answer (see
+	// Listener.Unanswered): an answer that late is no use. Default 1s;
+	// must not be negative.
 	RejectTimeout time.Duration
 	// Rejecters is the number of goroutines that answer rejected
-	// connections. Default 4; at most MaxRejecters.
+	// connections. Default 32; at most MaxRejecters.
 	Rejecters int
 	// RejectQueue is the number of rejected connections that may wait for
 	// a rejecter; beyond it a rejected connection is closed with no
-	// answer (see Listener.Unanswered). Default 128;
+	// answer (see Listener.Unanswered). Default 1024;
 	// at most MaxRejectQueue.
 	RejectQueue int
 }

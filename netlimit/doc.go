@@ -9,7 +9,7 @@
 //	for {
 //		c, err := ln.Accept() // at most 20 connections open at once
 //		...
-//		go serve(c) // c.Close() gives the slot back
+//		go serve(c) // c.Close() gives the slot back; serve sets a read deadline
 //	}
 //
 // # What happens to a connection
@@ -44,9 +44,26 @@
 //     the pool is busy the connection is closed with no answer at all
 //     (counted by Unanswered). Nothing grows one goroutine per rejection.
 //
+// A rejected connection is answered or closed within RejectTimeout of its
+// accept, however long it waited for a rejecter: a late answer is no
+// answer. The defaults (32 rejecters, a queue of 1024, 1s) answer a burst
+// of 500 rejected connections on loopback with a 429 each.
+//
 // The permit of an accepted connection is released, exactly once, when the
 // returned connection is first closed, with sluice.Ignore: how long a
 // connection stays open says nothing about the server's capacity.
+//
+// # The server must close silent connections
+//
+// An admitted connection holds its permit until the server closes it, so a
+// server that waits forever for a client's request lets N silent clients
+// hold a limit of N forever. An http.Server must set ReadHeaderTimeout
+// (and IdleTimeout, for keep-alive connections between requests):
+//
+//	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+//	srv.Serve(ln)
+//
+// Other servers need the same: a read deadline on each connection.
 //
 // Stats reports the Listener's own counts in the shape of sluice.Stats
 // (connections handed out as Admitted, rejections by reason, open

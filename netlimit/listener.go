@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/counter"
@@ -27,7 +28,7 @@ type Listener struct {
 	ready    chan accepted // connections (or errors) for Accept
 	loopDone chan struct{} // closed when the accept loop has stopped
 	loopErr  error         // why it stopped; written before loopDone closes
-	rejects  chan net.Conn // rejected connections waiting for a rejecter
+	rejects  chan rejected // rejected connections waiting for a rejecter
 
 	pending    atomic.Int64 // connections waiting in Limiter.Acquire
 	open       atomic.Int64 // connections handed out and not closed
@@ -36,6 +37,14 @@ type Listener struct {
 
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// rejected is a rejected connection and the time by which it must be
+// answered: RejectTimeout from its accept, however long it waited for the
+// limiter or a rejecter, so that a burst is answered on time or not at all.
+type rejected struct {
+	c        net.Conn
+	deadline time.Time
 }
 
 // accepted is a connection admitted with its permit, or an error of the
@@ -64,7 +73,7 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		cancel:   cancel,
 		ready:    make(chan accepted),
 		loopDone: make(chan struct{}),
-		rejects:  make(chan net.Conn, cfg.RejectQueue),
+		rejects:  make(chan rejected, cfg.RejectQueue),
 	}
 	l.wg.Add(1 + cfg.Rejecters)
 	go l.loop()
@@ -108,8 +117,8 @@ func (l *Listener) Close() error {
 		// Every sender has stopped: what is left in the queue is ours.
 		for {
 			select {
-			case c := <-l.rejects:
-				c.Close()
+			case r := <-l.rejects:
+				r.c.Close()
 				continue
 			default:
 			}
@@ -136,8 +145,9 @@ func (l *Listener) Stats() sluice.Stats {
 }
 
 // Unanswered counts rejected connections closed without the Reject
-// response because every rejecter was busy and the reject queue full. They
-// are also counted in Stats' Rejected.
+// response because every rejecter was busy and the reject queue full, or
+// because a rejecter took them only after their RejectTimeout (counted
+// from accept) had passed. They are also counted in Stats' Rejected.
 func (l *Listener) Unanswered() uint64 { return l.unanswered.Load() }
 
 // loop takes connections from the kernel and decides on each.
@@ -161,18 +171,18 @@ func (l *Listener) loop() {
 			}
 			continue
 		}
-		l.decide(c)
+		l.decide(c, time.Now())
 	}
 }
 
 // decide runs one connection through the rate limit and the limiter. It
 // waits only for a rate token (by design, seed 004) and never for the
 // limiter: waiting for a permit happens in a goroutine of its own.
-func (l *Listener) decide(c net.Conn) {
+func (l *Listener) decide(c net.Conn, at time.Time) {
 	if b := l.cfg.AcceptRate; b != nil {
 		if l.cfg.RejectOverRate {
 			if !b.Allow() {
-				l.reject(c, sluice.ReasonRate)
+				l.reject(c, at, sluice.ReasonRate)
 				return
 			}
 		} else if err := b.Wait(l.ctx); err != nil {
@@ -180,7 +190,7 @@ func (l *Listener) decide(c net.Conn) {
 				c.Close()
 				return
 			}
-			l.reject(c, sluice.ReasonOf(err))
+			l.reject(c, at, sluice.ReasonOf(err))
 			return
 		}
 	}
@@ -196,15 +206,15 @@ func (l *Listener) decide(c net.Conn) {
 	}
 	if l.pending.Add(1) > int64(l.cfg.MaxPending) {
 		l.pending.Add(-1)
-		l.reject(c, sluice.ReasonQueueFull)
+		l.reject(c, at, sluice.ReasonQueueFull)
 		return
 	}
 	l.wg.Add(1)
-	go l.wait(c)
+	go l.wait(c, at)
 }
 
 // wait waits in the limiter's queue for a permit for c.
-func (l *Listener) wait(c net.Conn) {
+func (l *Listener) wait(c net.Conn, at time.Time) {
 	defer l.wg.Done()
 	p, err := l.cfg.Limiter.Acquire(l.ctx)
 	l.pending.Add(-1)
@@ -214,7 +224,7 @@ func (l *Listener) wait(c net.Conn) {
 	case l.ctx.Err() != nil && sluice.ReasonOf(err) == sluice.ReasonUnknown:
 		c.Close() // the Listener is closing
 	default:
-		l.reject(c, sluice.ReasonOf(err))
+		l.reject(c, at, sluice.ReasonOf(err))
 	}
 }
 
@@ -230,10 +240,10 @@ func (l *Listener) deliver(c net.Conn, p sluice.Permit) {
 
 // reject counts c's rejection and queues it for a rejecter; if none can
 // take it, c is closed with no answer rather than stall the caller.
-func (l *Listener) reject(c net.Conn, r sluice.Reason) {
+func (l *Listener) reject(c net.Conn, at time.Time, r sluice.Reason) {
 	l.counters.Reject(r)
 	select {
-	case l.rejects <- c:
+	case l.rejects <- rejected{c, at.Add(l.cfg.RejectTimeout)}:
 	default:
 		l.unanswered.Add(1)
 		c.Close()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/rate"
@@ -41,8 +42,9 @@ func TestConfigErrors(t *testing.T) {
 				ln.Close()
 				t.Fatal("no error")
 			}
-			if !errors.Is(err, sluice.ErrInvalidConfig) || !errors.Is(err, sluice.ErrInvalidConfig) {
-				t.Errorf("%v does not match sluice.ErrInvalidConfig and sluice.ErrInvalidConfig", err)
+			var ce *sluice.ConfigError
+			if !errors.Is(err, sluice.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Package != "netlimit" {
+				t.Errorf("%v is not a netlimit *sluice.ConfigError", err)
 			}
 			if !bytes.Contains([]byte(err.Error()), []byte(tc.field)) {
 				t.Errorf("%q does not name %s", err, tc.field)
@@ -137,7 +139,7 @@ func TestHTTPClientsRead429(t *testing.T) {
 	const limit, queue, clients = 1, 1, 8
 	ln := loopback(t, Config{Limiter: newConcurrency(t, limit, queue)})
 	release := make(chan struct{})
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-release
 	})}
 	served := make(chan error, 1)
@@ -292,4 +294,67 @@ func TestInnerErrorsPassThrough(t *testing.T) {
 		t.Fatalf("Accept after inner closed: %v, want net.ErrClosed", err)
 	}
 	ln.Close()
+}
+
+// TestBurstAnsweredWithDefaults: a burst of 500 connections on real
+// loopback sockets, every one rejected (the only permit is held), gets 429
+// on every connection with the default Config: no reset, no silence. A
+// rejected connection is answered within RejectTimeout of its accept or
+// not at all, so the defaults must answer a burst at that pace.
+func TestBurstAnsweredWithDefaults(t *testing.T) {
+	const burst = 500
+	lim := newConcurrency(t, 1, 0)
+	held, err := lim.TryAcquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(sluice.Ignore, 0)
+	ln := loopback(t, Config{Limiter: lim})
+
+	replies := make(chan string, burst)
+	conns := make([]net.Conn, 0, burst)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range burst {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// Every connection is in before any request is sent, as in a burst
+	// of connects: the rejections outnumber the rejecters.
+	for _, c := range conns {
+		go func() {
+			c.SetDeadline(time.Now().Add(30 * time.Second)) // a bound on a broken run, not a measure
+			if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: sluice\r\n\r\n")); err != nil {
+				replies <- "write: " + err.Error()
+				return
+			}
+			b, err := io.ReadAll(c)
+			if err != nil {
+				replies <- "read: " + err.Error()
+				return
+			}
+			c.Close()
+			replies <- string(b)
+		}()
+	}
+	answered, example := 0, ""
+	for range burst {
+		if r := <-replies; r == defaultReject {
+			answered++
+		} else {
+			example = r
+		}
+	}
+	if answered != burst {
+		t.Errorf("%d of %d rejected connections read the 429; one of the others read %q", answered, burst, example)
+	}
+	if s := ln.Stats(); s.Rejected[sluice.ReasonLimit] != burst || ln.Unanswered() != 0 {
+		t.Errorf("stats %+v, %d unanswered: want %d rejected (limit), none unanswered", s, ln.Unanswered(), burst)
+	}
 }

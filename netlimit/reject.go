@@ -15,15 +15,17 @@ func (l *Listener) rejecter() {
 	defer l.wg.Done()
 	for {
 		select {
-		case c := <-l.rejects:
-			l.answer(c)
+		case r := <-l.rejects:
+			l.answer(r.c, r.deadline)
 		case <-l.ctx.Done():
 			return
 		}
 	}
 }
 
-// answer writes Reject to c and closes it, within RejectTimeout.
+// answer writes Reject to c and closes it, by deadline (RejectTimeout
+// after c was accepted); a connection picked up after its deadline is
+// closed with no answer, and counted in Unanswered.
 //
 // Unless the server speaks first, it waits for the client's first bytes
 // before writing (see Config.ServerSpeaksFirst); a client that sends nothing
@@ -34,14 +36,18 @@ func (l *Listener) rejecter() {
 // reset, which can destroy the answer before the client reads it (an HTTP
 // client has usually sent its request by then). net/http does the same in
 // closeWriteAndWait.
-func (l *Listener) answer(c net.Conn) {
-	stop := context.AfterFunc(l.ctx, func() { c.Close() })
-	defer stop()
+func (l *Listener) answer(c net.Conn, deadline time.Time) {
 	defer c.Close()
 	if len(l.cfg.Reject) == 0 {
 		return
 	}
-	if c.SetDeadline(time.Now().Add(l.cfg.RejectTimeout)) != nil {
+	if !time.Now().Before(deadline) {
+		l.unanswered.Add(1)
+		return
+	}
+	stop := context.AfterFunc(l.ctx, func() { c.Close() })
+	defer stop()
+	if c.SetDeadline(deadline) != nil {
 		return
 	}
 	if !l.cfg.ServerSpeaksFirst {

@@ -286,3 +286,38 @@ func TestRejectResponses(t *testing.T) {
 		})
 	}
 }
+
+// TestRejectDeadlineFromAccept: a rejected connection is closed within
+// RejectTimeout of its accept, however long it waited for a rejecter.
+// Three silent clients (they never send their request) and one rejecter:
+// the first holds the rejecter for the whole RejectTimeout, and the other
+// two, whose time has run out meanwhile, are closed at once after it, not
+// one RejectTimeout each later.
+func TestRejectDeadlineFromAccept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inner := newPipeListener(3)
+		ln := serveOne(t, inner, Config{
+			Limiter:       newConcurrency(t, 1, 0),
+			Rejecters:     1,
+			RejectTimeout: time.Second,
+		})
+		start := time.Now()
+		closed := make(chan time.Duration, 3)
+		for range 3 {
+			c := inner.dial()
+			go func() {
+				defer c.Close()
+				io.Copy(io.Discard, c) // until the rejecter closes its end
+				closed <- time.Since(start)
+			}()
+		}
+		for i := range 3 {
+			if d := <-closed; d != time.Second {
+				t.Errorf("connection %d closed %v after its accept, want RejectTimeout (1s)", i, d)
+			}
+		}
+		if got := ln.Unanswered(); got != 2 {
+			t.Errorf("unanswered = %d, want the 2 picked up after their deadline", got)
+		}
+	})
+}

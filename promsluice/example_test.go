@@ -83,6 +83,7 @@ func ExampleInstrument() {
 	// sluice_rejected_total{limiter="db",reason="queue_timeout"} 0
 	// sluice_rejected_total{limiter="db",reason="rate"} 0
 	// sluice_rejected_total{limiter="db",reason="shed"} 0
+	// sluice_rejected_total{limiter="db",reason="store"} 0
 	// sluice_rejected_total{limiter="db",reason="throttled"} 0
 	// sluice_rejected_total{limiter="db",reason="too_large"} 0
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/internal/counter"
 	"github.com/sluicehq/sluice/internal/gcra"
+	"github.com/sluicehq/sluice/internal/waitrule"
 )
 
 // Inf is the rate of a bucket with no limit: every request is admitted and
@@ -45,11 +46,12 @@ var _ sluice.Limiter = (*Bucket)(nil)
 // under contention (a counter on its own line took a fifth of the time of a
 // parallel Allow in the profile).
 type state struct {
-	word     atomic.Int64  // E (gcra.Rate) or tokens left (gcra.Zero), or retired
-	admitted atomic.Uint64 // admissions in this state; harvested bit once retired
-	base     int64         // clock nanos that unit 0 stands for
-	params                 // 56 bytes: the hot fields fill the first cache line
-	_        [48]byte      // 128 bytes in all: the object owns its lines
+	word     atomic.Int64             // E (gcra.Rate) or tokens left (gcra.Zero), or retired
+	admitted atomic.Uint64            // admissions in this state; harvested bit once retired
+	base     int64                    // clock nanos that unit 0 stands for
+	params                            // 64 bytes: the hot fields fill the first cache line
+	ls       atomic.Pointer[leaseSet] // nil until contended (see lease.go)
+	_        [32]byte                 // 128 bytes in all: the object owns its lines
 }
 
 // harvested marks a retired state's counter as moved to admittedOld.
@@ -69,11 +71,16 @@ func (b *Bucket) countAdmit(s *state) {
 	}
 }
 
-// retire marks s replaced and returns its final word. Callers hold b.mu.
-func (b *Bucket) retire(s *state) int64 {
-	w := s.word.Swap(retired)
+// retire marks s replaced and returns its final word; with drain, it also
+// empties its stripes and returns the tokens they held (see lease.go).
+// Callers hold b.mu.
+func (b *Bucket) retire(s *state, drain bool) (w, parked int64) {
+	w = s.word.Swap(retired)
+	if ls := s.ls.Load(); ls != nil && drain {
+		parked = ls.drain()
+	}
 	b.admittedOld.Add(s.admitted.Swap(harvested))
-	return w
+	return w, parked
 }
 
 // NewBucket returns a full bucket configured by cfg.
@@ -112,7 +119,7 @@ const (
 	// live, passed as now, makes takeNanos read the clock itself.
 	live = math.MinInt64
 	// noDeadline, passed as deadline, means no deadline.
-	noDeadline = math.MaxInt64
+	noDeadline = waitrule.NoDeadline
 )
 
 // grant is the outcome of takeNanos.
@@ -146,33 +153,73 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 	// are waiting) reads the clock once more and decides again. In the
 	// common rejection (E <= now) a fresher reading could only add the
 	// tokens of a few nanoseconds, so it is not worth another clock read.
-	t, fresh := now, true
-	if now == live {
-		t, fresh = clock.Nanos(), false
-	}
+	//
+	// A token from a lease (lease.go; single tokens at a live time) needs
+	// no time at all, so the clock is read only once that has failed.
+	t, fresh := now, now != live
+	leased := n == 1 && now == live
+	var (
+		ls    *leaseSet
+		l     *lease
+		empty bool
+	)
 	for {
 		s, w := b.load()
-		if s.Mode != gcra.Inf && int64(n) > s.Burst {
+		if s.Mode != gcra.Inf && int64(n) > s.burst {
 			b.c.Reject(sluice.ReasonTooLarge)
 			return grant{wait: -1, reason: sluice.ReasonTooLarge}
+		}
+		if ls = s.ls.Load(); leased && ls != nil {
+			var ok bool
+			if l, empty, ok = ls.take(false); ok {
+				if g, ok := b.leasedGrant(ls, count); ok {
+					return g
+				}
+				continue
+			}
+		}
+		if t == live {
+			t = clock.Nanos()
 		}
 		u, in := s.Units(t, s.base)
 		if !in {
 			b.rebase(s, t)
 			continue
 		}
-		limit, why := maxWait, overWait
-		if deadline != noDeadline {
-			// At the deadline itself the context is already done.
-			if rem := time.Duration(gcra.SatSub(deadline, t)) - 1; rem < limit {
-				limit, why = max(rem, 0), sluice.ReasonDeadline
+		limit, why := waitrule.Clamp(maxWait, overWait, t, deadline)
+		nw, wu, ok := s.Take(w, u, int64(n), s.ToUnits(int64(limit)))
+		if ls != nil && !leased && (!ok || wu > 0) && ls.held() > 0 {
+			// The word alone cannot pay n at once, the stripes may help:
+			// join them again (a setter's drain, exact) and decide anew.
+			// Leasing resumes on the next collision.
+			b.reconfigure(t, now == live, func(*Config) {})
+			if now == live {
+				t = clock.Nanos() // not before the new state's base
+			}
+			continue
+		}
+		if leased && ls != nil && ok && wu > 0 {
+			// A token parked in a stripe beats waiting for one.
+			if _, _, ok := ls.take(true); ok {
+				if g, ok := b.leasedGrant(ls, count); ok {
+					return g
+				}
+				continue
 			}
 		}
-		nw, wu, ok := s.Take(w, u, int64(n), s.ToUnits(int64(limit)))
 		if !ok {
 			if !fresh && s.Mode == gcra.Rate && w > u {
 				t, fresh = clock.Nanos(), true
 				continue
+			}
+			if leased && ls != nil {
+				// Tokens may be parked in other stripes.
+				if _, _, ok := ls.take(true); ok {
+					if g, ok := b.leasedGrant(ls, count); ok {
+						return g
+					}
+					continue
+				}
 			}
 			if wu < 0 { // never: rate 0 and too few tokens
 				b.c.Reject(sluice.ReasonRate)
@@ -187,11 +234,19 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			}
 			return grant{ok: true}
 		}
+		if leased && ls != nil && empty && wu <= 0 {
+			if g, ok := b.refill(s, w, u, ls, l, count); ok {
+				return g
+			}
+		}
 		if s.word.CompareAndSwap(w, nw) {
 			if count {
 				b.countAdmit(s)
 			}
 			return grant{wait: s.ToDuration(wu), taken: n, ok: true}
+		}
+		if leased && s.mayLease() {
+			b.startLeasing(s) // two cores collided on the word
 		}
 	}
 }
@@ -241,6 +296,10 @@ func (b *Bucket) tokensNanos(now int64) float64 {
 			b.rebase(s, now)
 			continue
 		}
-		return s.Tokens(w, u)
+		tk := s.Tokens(w, u)
+		if ls := s.ls.Load(); ls != nil {
+			tk += float64(ls.held())
+		}
+		return tk
 	}
 }

@@ -65,7 +65,7 @@ func validBurst(b int) error {
 // Config returns the bucket's current configuration.
 func (b *Bucket) Config() Config {
 	s, _ := b.load()
-	return Config{Rate: s.rate, Burst: int(s.Burst), MaxWait: s.maxWait}
+	return Config{Rate: s.rate, Burst: int(s.burst), MaxWait: s.maxWait}
 }
 
 // SetRate changes the rate at once. The tokens in the bucket (and any debt
@@ -131,22 +131,23 @@ func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) {
 		now = clock.Nanos()
 	}
 	old, w := b.load()
-	cfg := Config{Rate: old.rate, Burst: int(old.Burst), MaxWait: old.maxWait}
+	cfg := Config{Rate: old.rate, Burst: int(old.burst), MaxWait: old.maxWait}
 	edit(&cfg)
 	s := &state{params: compile(cfg), base: now}
+	var parked int64 // tokens the old state's stripes held (lease.go)
 	if old != &zeroState {
-		w = b.retire(old)
+		w, parked = b.retire(old, true)
 	}
-	var tk float64
+	tk := float64(parked)
 	if u, in := old.Units(now, old.base); in {
-		tk = old.Tokens(w, u)
+		tk += old.Tokens(w, u)
 	} else {
 		// now is too far from the old base to convert: rebase the word
 		// first (exact), then read it.
-		tk = old.Tokens(old.Moved(w, old.base, now), 0)
+		tk += old.Tokens(old.Moved(w, old.base, now), 0)
 	}
 	if old.Mode == gcra.Inf && s.Mode != gcra.Inf {
-		tk = float64(s.Burst) // leaving Inf: start full, as a new bucket would
+		tk = float64(s.burst) // leaving Inf: start full, as a new bucket would
 	}
 	s.word.Store(s.FromTokens(tk, 0))
 	b.st.Store(s)
@@ -160,7 +161,8 @@ func (b *Bucket) rebase(s *state, now int64) {
 		return // a setter or another rebase got there first
 	}
 	ns := &state{params: s.params, base: now}
-	w := b.retire(s)
+	w, _ := b.retire(s, false)
 	ns.word.Store(s.Moved(w, s.base, now))
+	ns.ls.Store(s.ls.Load()) // the same config: the stripes carry on
 	b.st.Store(ns)
 }

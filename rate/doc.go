@@ -27,7 +27,10 @@
 //     middleware.
 //   - NewReader / NewWriter: shape a stream to Rate bytes per second.
 //   - AllowAt, ReserveAt, TokensAt, SetRateAt, SetBurstAt: the same
-//     decisions at an explicit time, for simulators and tests.
+//     decisions at an explicit time (always the first argument), for
+//     simulators and tests. ReserveAt is Wait's decision: Wait reserves
+//     with a maxWait of the lesser of MaxWait and the time left to ctx's
+//     deadline, then waits out the Delay.
 //
 // Limits change at run time with SetRate, SetBurst and SetMaxWait, safely
 // under concurrent use: the tokens in the bucket (and the debt of waiting

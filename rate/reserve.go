@@ -2,10 +2,10 @@ package rate
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/waitrule"
 )
 
 // Reservation is tokens taken from a bucket ahead of time: the caller may
@@ -88,31 +88,21 @@ func (b *Bucket) wait(ctx context.Context, n int) (taken int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	limit, why := time.Duration(math.MaxInt64), sluice.ReasonRate
-	if s, _ := b.load(); s.maxWait > 0 {
-		limit, why = s.maxWait, sluice.ReasonQueueTimeout
-	}
-	deadline := int64(noDeadline)
-	if dl, ok := ctx.Deadline(); ok {
-		deadline = at(dl)
-	}
-	g := b.takeNanos(live, n, limit, deadline, why, false)
+	s, _ := b.load()
+	limit, why := waitrule.MaxWait(s.maxWait)
+	g := b.takeNanos(live, n, limit, waitrule.Deadline(ctx, at), why, false)
 	if !g.ok {
 		return 0, sluice.RejectQuota(g.reason, max(g.wait, 0))
 	}
-	d, taken := g.wait, g.taken
-	if d > 0 {
+	taken = g.taken
+	if g.wait > 0 {
 		b.waiting.Add(1)
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			b.waiting.Add(-1)
-			b.give(taken)
-			return 0, ctx.Err()
-		}
+		err := waitrule.Sleep(ctx, g.wait)
 		b.waiting.Add(-1)
+		if err != nil {
+			b.give(taken)
+			return 0, err
+		}
 	}
 	b.countAdmit(nil)
 	return taken, nil

@@ -3,11 +3,10 @@ package rate
 import (
 	"context"
 	"io"
-	"math"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/gcra"
+	"github.com/sluicehq/sluice/internal/waitrule"
 )
 
 // Reader shapes the bytes read through it to the rate of a Bucket, one
@@ -106,35 +105,27 @@ func (w *Writer) Write(p []byte) (int, error) {
 // that every chunk can be paid for.
 func chunk(b *Bucket, want int) (int, error) {
 	s, _ := b.load()
-	if s.Mode == gcra.Inf || int64(want) <= s.Burst {
+	if s.Mode == gcra.Inf || int64(want) <= s.burst {
 		return want, nil
 	}
-	if s.Burst == 0 {
+	if s.burst == 0 {
 		b.c.Reject(sluice.ReasonTooLarge)
 		return 0, sluice.RejectQuota(sluice.ReasonTooLarge, 0)
 	}
-	return int(s.Burst), nil
+	return int(s.burst), nil
 }
 
 // pay takes n tokens for bytes already moved: it waits however long that
 // takes (the bytes are gone, failing would not help), until ctx is done.
 func (b *Bucket) pay(ctx context.Context, n int) error {
-	g := b.takeNanos(live, n, time.Duration(math.MaxInt64), noDeadline, sluice.ReasonRate, true)
+	g := b.takeNanos(live, n, waitrule.Unbounded, noDeadline, sluice.ReasonRate, true)
 	if !g.ok {
 		return sluice.RejectQuota(g.reason, 0)
 	}
-	d := g.wait
-	if d <= 0 {
+	if g.wait <= 0 {
 		return nil
 	}
 	b.waiting.Add(1)
 	defer b.waiting.Add(-1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitrule.Sleep(ctx, g.wait)
 }

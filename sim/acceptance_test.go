@@ -59,8 +59,8 @@ func seed003(policies ...Policy) Scenario {
 // read as overload (with Poisson arrivals it did, twice a minute). AIMD
 // settles at 7: the probes to 8 fail, and AIMD waits exponentially longer
 // before each (see adaptive.AIMD).
-var seed003Adaptive = Policy{
-	Name: "adaptive", Kind: Adaptive, Algorithm: AIMD, Limit: 5,
+var seed003Adaptive = AdaptivePolicy{
+	Name: "adaptive", Algorithm: AIMD, Limit: 5,
 	Queue: 1, Discipline: concurrency.LIFO, MaxWait: 500 * ms,
 	AIMD: adaptive.AIMDConfig{Interval: 3 * time.Second, Backoff: 0.9},
 }
@@ -99,8 +99,8 @@ func converged(ps []Point, from, until time.Duration, target float64) (time.Dura
 
 func TestAcceptanceSeed003Slowdown(t *testing.T) {
 	res, err := Run(seed003(
-		Policy{Name: "none", Kind: None},
-		Policy{Name: "static-5", Kind: Concurrency, Limit: 5},
+		NonePolicy{Name: "none"},
+		ConcurrencyPolicy{Name: "static-5", Limit: 5},
 		seed003Adaptive,
 	))
 	if err != nil {
@@ -169,7 +169,7 @@ func TestAcceptanceSeed003Recovery(t *testing.T) {
 // arrival sequences (it gets within 5%), and serve what is offered once
 // the origin is restored.
 func TestAcceptanceSeed003PoissonArrivals(t *testing.T) {
-	static7 := Policy{Name: "static-7", Kind: Concurrency, Limit: 7,
+	static7 := ConcurrencyPolicy{Name: "static-7", Limit: 7,
 		Queue: seed003Adaptive.Queue, Discipline: seed003Adaptive.Discipline, MaxWait: seed003Adaptive.MaxWait}
 	for seed := uint64(1); seed <= 6; seed++ {
 		sc := seed003(seed003Adaptive, static7)
@@ -213,14 +213,14 @@ func overload(k float64, policies ...Policy) Scenario {
 
 func TestAcceptanceOverloadSweep(t *testing.T) {
 	good := []Policy{
-		{Name: "codel", Kind: Concurrency, Limit: 16, Queue: Unbounded, Discipline: concurrency.CoDel},
-		{Name: "adaptive-lifo", Kind: Concurrency, Limit: 16, Queue: Unbounded, Discipline: concurrency.AdaptiveLIFO},
-		{Name: "gradient2", Kind: Adaptive, Algorithm: Gradient2},
-		{Name: "aimd", Kind: Adaptive, Algorithm: AIMD},
+		ConcurrencyPolicy{Name: "codel", Limit: 16, Queue: Unbounded, Discipline: concurrency.CoDel},
+		ConcurrencyPolicy{Name: "adaptive-lifo", Limit: 16, Queue: Unbounded, Discipline: concurrency.AdaptiveLIFO},
+		AdaptivePolicy{Name: "gradient2", Algorithm: Gradient2},
+		AdaptivePolicy{Name: "aimd", Algorithm: AIMD},
 	}
 	for _, k := range []float64{1.2, 2, 10} {
 		t.Run(fmt.Sprintf("load=%gx", k), func(t *testing.T) {
-			res, err := Run(overload(k, append([]Policy{{Name: "fifo-unbounded", Kind: None}}, good...)...))
+			res, err := Run(overload(k, append([]Policy{NonePolicy{Name: "fifo-unbounded"}}, good...)...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,9 +263,9 @@ func TestAcceptanceSeed001Bursts(t *testing.T) {
 	// not emptied for 1 s (two bursts, two service times), and a waiter in a
 	// standing queue may wait 100 ms for a slot.
 	pols := []Policy{
-		{Name: "fifo", Kind: Concurrency, Limit: 50, Queue: 200},
-		{Name: "lifo", Kind: Concurrency, Limit: 50, Queue: 200, Discipline: concurrency.LIFO},
-		{Name: "codel", Kind: Concurrency, Limit: 50, Queue: 200, Discipline: concurrency.CoDel, CoDelTarget: 100 * ms, CoDelInterval: time.Second},
+		ConcurrencyPolicy{Name: "fifo", Limit: 50, Queue: 200},
+		ConcurrencyPolicy{Name: "lifo", Limit: 50, Queue: 200, Discipline: concurrency.LIFO},
+		ConcurrencyPolicy{Name: "codel", Limit: 50, Queue: 200, Discipline: concurrency.CoDel, CoDelTarget: 100 * ms, CoDelInterval: time.Second},
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		res, err := Run(seed001(seed, pols...))

@@ -14,10 +14,10 @@ func BenchmarkRun(b *testing.B) {
 		name string
 		p    Policy
 	}{
-		{"policy=none", Policy{Kind: None}},
-		{"policy=codel", Policy{Kind: Concurrency, Limit: 16, Queue: Unbounded, Discipline: concurrency.CoDel}},
-		{"policy=gradient2", Policy{Kind: Adaptive, Algorithm: Gradient2}},
-		{"policy=token-bucket", Policy{Kind: TokenBucket, Rate: 1600, Burst: 16}},
+		{"policy=none", NonePolicy{}},
+		{"policy=codel", ConcurrencyPolicy{Limit: 16, Queue: Unbounded, Discipline: concurrency.CoDel}},
+		{"policy=gradient2", AdaptivePolicy{Algorithm: Gradient2}},
+		{"policy=token-bucket", TokenBucketPolicy{Rate: 1600, Burst: 16}},
 	} {
 		b.Run(pc.name, func(b *testing.B) {
 			sc := Scenario{

@@ -22,8 +22,11 @@
 // reason, latency percentiles from HdrHistogram, and the limit and in-flight
 // count over time. The same scenario and seed give the same result.
 // Validate (which Run calls) names the field at fault, and refuses a run
-// too large to finish in seconds: more than 100,000 points or 10 million
-// requests per policy.
+// too large to finish in seconds or to hold in memory: more than 100,000
+// points or 10 million requests per policy, or a queue that could hold more
+// than a million requests at once. Each policy kind is a type of its own
+// (NonePolicy, ConcurrencyPolicy, AdaptivePolicy, TokenBucketPolicy,
+// TickerPolicy) holding only its settings.
 //
 // The model follows seed 003's setup, client → limiter → origin. The limiter
 // admits, queues or rejects each request; an admitted request goes to the

@@ -9,6 +9,8 @@ import (
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
+// never is a time that never comes; as a deadline it is waitrule.NoDeadline
+// (both math.MaxInt64), so a request's deadline goes to the rule as is.
 const never = math.MaxInt64
 
 // request is one attempt. Requests live in a pool (engine.pool) and are
@@ -46,11 +48,10 @@ type engine struct {
 
 	rngArr, rngSvc, rngRetry *rand.Rand
 
-	pol  policy
-	org  origin
-	arr  arrivals
-	m    metrics
-	base int64 // clock nanos of virtual time 0, for the decision code
+	pol gate
+	org origin
+	arr arrivals
+	m   metrics
 
 	timeout     int64 // client deadline, 0: none
 	clientCap   int
@@ -61,6 +62,10 @@ type engine struct {
 
 	wakePending bool
 	wakeAt      int64
+
+	// full is set when more than maxLive requests are alive at once: the
+	// run stops and reports where they were (overflow).
+	full bool
 }
 
 func newEngine(sc *Scenario, pi int) (*engine, error) {
@@ -81,14 +86,11 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	}
 	e.org = newOrigin(&sc.Origin)
 	e.m.capacity(0, e.org.capacity())
-	pol, err := newPolicy(e, &sc.Policies[pi])
+	pol, err := sc.Policies[pi].start(e)
 	if err != nil {
 		return nil, err
 	}
 	e.pol = pol
-	// The decision code keeps time as clock nanos; virtual 0 maps to a
-	// moment after the policy was built, so a rate bucket starts full.
-	e.base = clock.Nanos() + int64(time.Second)
 
 	e.tick = int64(interval)
 	e.schedule(min(e.tick, e.end), evTick, 0, 0)
@@ -100,8 +102,12 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	return e, nil
 }
 
-// t converts virtual time to the time.Time the decision code takes.
-func (e *engine) t(v int64) time.Time { return clock.ToTime(e.base + v) }
+// t converts virtual time to the time.Time the decision code takes: v
+// nanoseconds after the clock's epoch. Any origin would do, since the
+// decision code looks only at differences (a rate bucket is full at its
+// first decision whatever the time: TestBucketStartsFull); a fixed one
+// keeps a run from depending on when it ran.
+func (e *engine) t(v int64) time.Time { return clock.ToTime(v) }
 
 func (e *engine) schedule(at int64, k evKind, id int32, gen uint32) {
 	e.seq++
@@ -162,7 +168,7 @@ func (e *engine) next() (event, bool) {
 }
 
 func (e *engine) run() {
-	for {
+	for !e.full {
 		ev, ok := e.next()
 		if !ok {
 			return
@@ -216,7 +222,7 @@ func (e *engine) fire(k evKind, id int32, r *request) {
 	case evRefuse:
 		e.answer(id, r, cRefused)
 	case evGrant:
-		e.pol.(*bucketPolicy).grant(id, r)
+		e.pol.(*bucketGate).grant(id, r)
 	}
 }
 
@@ -243,6 +249,9 @@ func (e *engine) alloc() (int32, *request) {
 		id = e.free[n-1]
 		e.free = e.free[:n-1]
 	} else {
+		if e.npool >= maxLive {
+			e.full = true // run stops after this event
+		}
 		if int(e.npool)%chunkSize == 0 {
 			e.pool = append(e.pool, make([]request, chunkSize))
 		}
@@ -266,6 +275,7 @@ func (e *engine) maybeFree(id int32, r *request) {
 
 // send is a first attempt, due now.
 func (e *engine) send() {
+	e.m.inc(e.now, cDue)
 	if e.clientCap > 0 && e.clientBusy >= e.clientCap {
 		e.m.inc(e.now, cUnsent)
 		return

@@ -21,8 +21,8 @@ func ExampleRun() {
 		},
 		Load: sim.Load{Rate: 5, Timeout: 2500 * time.Millisecond, ClientWorkers: 10},
 		Policies: []sim.Policy{
-			{Name: "none", Kind: sim.None},
-			{Name: "static-5", Kind: sim.Concurrency, Limit: 5},
+			sim.NonePolicy{Name: "none"},
+			sim.ConcurrencyPolicy{Name: "static-5", Limit: 5},
 		},
 	}
 	res, err := sim.Run(s)
@@ -44,7 +44,7 @@ func ExampleScenario_Validate() {
 		Duration: time.Minute,
 		Origin:   sim.Origin{Workers: 4, Service: sim.Dist{Kind: sim.Constant, Mean: time.Millisecond}},
 		Load:     sim.Load{Rate: 100},
-		Policies: []sim.Policy{{Kind: sim.Concurrency}},
+		Policies: []sim.Policy{sim.ConcurrencyPolicy{}},
 	}
 	err := s.Validate()
 	var fe *sim.FieldError
@@ -64,8 +64,8 @@ func ExamplePolicyResult_AdmittedWithin() {
 		Origin: sim.Origin{Workers: 1000, Service: sim.Dist{Kind: sim.Exponential, Mean: 500 * time.Millisecond}},
 		Load:   sim.Load{Bursts: sim.Bursts{Size: 200, Every: 500 * time.Millisecond, Count: 5}},
 		Policies: []sim.Policy{
-			{Name: "fifo", Kind: sim.Concurrency, Limit: 50, Queue: 200},
-			{Name: "lifo", Kind: sim.Concurrency, Limit: 50, Queue: 200, Discipline: concurrency.LIFO},
+			sim.ConcurrencyPolicy{Name: "fifo", Limit: 50, Queue: 200},
+			sim.ConcurrencyPolicy{Name: "lifo", Limit: 50, Queue: 200, Discipline: concurrency.LIFO},
 		},
 	}
 	res, err := sim.Run(s)
@@ -86,7 +86,7 @@ func ExampleRunPolicy() {
 		Duration: 10 * time.Second,
 		Origin:   sim.Origin{Workers: 2, Service: sim.Dist{Kind: sim.Constant, Mean: 100 * time.Millisecond}},
 		Load:     sim.Load{Rate: 30},
-		Policies: []sim.Policy{{Kind: sim.None}, {Kind: sim.TokenBucket, Rate: 10, Burst: 1}},
+		Policies: []sim.Policy{sim.NonePolicy{}, sim.TokenBucketPolicy{Rate: 10, Burst: 1}},
 	}
 	p, err := sim.RunPolicy(s, 1)
 	if err != nil {
@@ -108,7 +108,7 @@ func ExamplePolicyResult_SucceededWithin() {
 		Origin: sim.Origin{Workers: 100, Service: sim.Dist{Kind: sim.Bimodal, Mean: 10 * time.Millisecond,
 			Tail: 200 * time.Millisecond, TailFraction: 0.1}},
 		Load:     sim.Load{Rate: 100},
-		Policies: []sim.Policy{{Kind: sim.None}},
+		Policies: []sim.Policy{sim.NonePolicy{}},
 	}
 	res, err := sim.Run(s)
 	if err != nil {

@@ -50,18 +50,23 @@ func FuzzRun(f *testing.F) {
 		if changeAt != 0 {
 			s.Origin.Changes = []Change{{At: time.Duration(changeAt), Workers: max(workers/2, 1)}}
 		}
-		p := Policy{Kind: pkinds[int(pkind)%len(pkinds)]}
-		switch p.Kind {
-		case Concurrency, Adaptive:
-			p.Limit, p.Queue, p.MaxWait = limit, pqueue, time.Duration(maxWait)
-			p.Discipline = concurrency.Discipline(int(disc) % 4)
-			if int(pkind)%len(pkinds) == 5 {
-				p.Algorithm = []AlgorithmKind{AIMD, Vegas, Gradient2}[int(disc)%3]
+		var p Policy
+		wait := time.Duration(maxWait)
+		switch k := int(pkind) % len(pkinds); pkinds[k] {
+		case None:
+			p = NonePolicy{}
+		case Concurrency:
+			p = ConcurrencyPolicy{Limit: limit, Queue: pqueue, MaxWait: wait, Discipline: concurrency.Discipline(int(disc) % 4)}
+		case Adaptive:
+			a := AdaptivePolicy{Limit: limit, Queue: pqueue, MaxWait: wait, Discipline: concurrency.Discipline(int(disc) % 4)}
+			if k == 5 {
+				a.Algorithm = []AlgorithmKind{AIMD, Vegas, Gradient2}[int(disc)%3]
 			}
+			p = a
 		case TokenBucket:
-			p.Rate, p.Burst, p.MaxWait = prate, limit, time.Duration(maxWait)
+			p = TokenBucketPolicy{Rate: prate, Burst: limit, MaxWait: wait}
 		case Ticker:
-			p.Rate, p.Burst, p.Queue, p.MaxWait = prate, limit, pqueue, time.Duration(maxWait)
+			p = TickerPolicy{Rate: prate, Burst: limit, Queue: pqueue, MaxWait: wait}
 		}
 		s.Policies = []Policy{p}
 		err := s.Validate()

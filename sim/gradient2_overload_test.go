@@ -73,8 +73,8 @@ func TestGradient2BoundedUnderOverloadSweep(t *testing.T) {
 	// Past 1.2 × capacity; p50 within 2.5 × the mean service time (Tolerance
 	// × the baseline, which itself carries some queue under Poisson load).
 	checkBounded(t, sweep(
-		Policy{Name: "gradient2", Kind: Adaptive, Algorithm: Gradient2},
-		Policy{Name: "aimd", Kind: Adaptive, Algorithm: AIMD, AIMD: adaptive.AIMDConfig{Timeout: 200 * ms}},
+		AdaptivePolicy{Name: "gradient2", Algorithm: Gradient2},
+		AdaptivePolicy{Name: "aimd", Algorithm: AIMD, AIMD: adaptive.AIMDConfig{Timeout: 200 * ms}},
 	), 10, 50*ms)
 }
 
@@ -82,8 +82,8 @@ func TestGradient2BoundedUnderOverload(t *testing.T) {
 	for _, k := range []float64{1.2, 2, 10} {
 		t.Run(fmt.Sprintf("load=%gx", k), func(t *testing.T) {
 			checkBounded(t, overload(k,
-				Policy{Name: "gradient2", Kind: Adaptive, Algorithm: Gradient2},
-				Policy{Name: "aimd", Kind: Adaptive, Algorithm: AIMD},
+				AdaptivePolicy{Name: "gradient2", Algorithm: Gradient2},
+				AdaptivePolicy{Name: "aimd", Algorithm: AIMD},
 			), 16, 25*ms)
 		})
 	}

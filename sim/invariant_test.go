@@ -13,12 +13,12 @@ import (
 // request slot is either free or accounted for by whoever holds it.
 func TestInvariants(t *testing.T) {
 	policies := []Policy{
-		{Kind: None},
-		{Kind: Concurrency, Limit: 8, Queue: 20, Discipline: concurrency.LIFO},
-		{Kind: Concurrency, Limit: 8, Queue: Unbounded, Discipline: concurrency.AdaptiveLIFO, MaxWait: 30 * ms},
-		{Kind: Adaptive, Algorithm: AIMD, Queue: 10},
-		{Kind: TokenBucket, Rate: 300, Burst: 5, MaxWait: 20 * ms},
-		{Kind: Ticker, Rate: 300, Burst: 5, Queue: 50, MaxWait: 40 * ms},
+		NonePolicy{},
+		ConcurrencyPolicy{Limit: 8, Queue: 20, Discipline: concurrency.LIFO},
+		ConcurrencyPolicy{Limit: 8, Queue: Unbounded, Discipline: concurrency.AdaptiveLIFO, MaxWait: 30 * ms},
+		AdaptivePolicy{Algorithm: AIMD, Queue: 10},
+		TokenBucketPolicy{Rate: 300, Burst: 5, MaxWait: 20 * ms},
+		TickerPolicy{Rate: 300, Burst: 5, Queue: 50, MaxWait: 40 * ms},
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		s := Scenario{
@@ -44,7 +44,7 @@ func TestInvariants(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.run()
-			checkBooks(t, fmt.Sprintf("seed %d policy %s", seed, s.Policies[i].Kind), e)
+			checkBooks(t, fmt.Sprintf("seed %d policy %s", seed, s.Policies[i].Kind()), e)
 		}
 	}
 }

@@ -9,7 +9,8 @@ import (
 
 // The counters a run keeps, per interval and over the measured window.
 const (
-	cSent = iota
+	cDue = iota // first attempts due, sent or not: the demand
+	cSent
 	cUnsent
 	cSuccess
 	cCompleted
@@ -56,10 +57,23 @@ type metrics struct {
 	points   []Point
 	lastTick int64
 
-	// capacity integral over the measured window, for Summary.Capacity
+	// capacity integrals, for Summary.Capacity (over the measured window)
+	// and Point.Capacity (over the interval): an interval in which the
+	// origin changed gets the time-weighted mean, not the value at its end.
 	capNow  float64
 	capFrom int64
 	capArea float64
+	curCap  float64 // the integral over the current interval
+	// achArea integrates min(demand, capacity) interval by interval over
+	// the measured window, for Summary.Achievable.
+	achArea float64
+
+	// sums of nanoseconds for the means, over the measured window: latency
+	// of successes, and wait before service (the policy's queue and the
+	// origin's). Floats, because an int64 sum of 10 million long waits
+	// could overflow.
+	latSum, waitSum float64
+	waitN           int64
 }
 
 func newMetrics(warmup int64, npoints int) metrics {
@@ -82,6 +96,16 @@ func (m *metrics) success(now, latency int64) {
 	record(m.curLat, latency)
 	if now >= m.warmup {
 		record(m.lat, latency)
+		m.latSum += float64(latency)
+	}
+}
+
+// served notes a request that starts service at the origin now, wait after
+// it was sent.
+func (m *metrics) served(now, wait int64) {
+	if now >= m.warmup {
+		m.waitSum += float64(wait)
+		m.waitN++
 	}
 }
 
@@ -107,8 +131,10 @@ func (m *metrics) capacity(now int64, c float64) {
 }
 
 func (m *metrics) closeCap(now int64) {
-	from := max(m.capFrom, m.warmup)
-	if now > from {
+	if now > m.capFrom {
+		m.curCap += m.capNow * float64(now-m.capFrom)
+	}
+	if from := max(m.capFrom, m.warmup); now > from {
 		m.capArea += m.capNow * float64(now-from) / 1e9
 	}
 	m.capFrom = now
@@ -119,6 +145,7 @@ func (m *metrics) closeCap(now int64) {
 func (m *metrics) tick(now int64) *Point {
 	sec := float64(now-m.lastTick) / 1e9
 	c := &m.cur
+	m.closeCap(now)
 	p := Point{
 		T:          time.Duration(now),
 		Offered:    float64(c.n[cSent]) / sec,
@@ -126,7 +153,12 @@ func (m *metrics) tick(now int64) *Point {
 		Throughput: float64(c.n[cCompleted]) / sec,
 		Rejects:    float64(c.n[cRejected]+c.n[cRefused]) / sec,
 		Timeouts:   float64(c.n[cTimeout]) / sec,
-		Capacity:   m.capNow,
+		Demand:     float64(c.n[cDue]) / sec,
+		Capacity:   m.curCap / float64(now-m.lastTick),
+	}
+	m.curCap = 0
+	if from := max(m.lastTick, m.warmup); now > from {
+		m.achArea += min(p.Demand, p.Capacity) * float64(now-from) / 1e9
 	}
 	if c.n[cRejected] > 0 {
 		p.RejectsBy = make(map[string]float64)
@@ -158,7 +190,9 @@ func (m *metrics) summary(end int64) Summary {
 		Failed:         t.n[cRejected] + t.n[cRefused] + t.n[cOriginTimeout] + t.n[cTimeout],
 		Goodput:        float64(t.n[cSuccess]) / sec,
 		Throughput:     float64(t.n[cCompleted]) / sec,
+		Demand:         float64(t.n[cDue]) / sec,
 		Capacity:       m.capArea / sec,
+		Achievable:     m.achArea / sec,
 		Rejects:        map[string]int64{},
 		Refused:        t.n[cRefused],
 		OriginTimeouts: t.n[cOriginTimeout],
@@ -168,6 +202,12 @@ func (m *metrics) summary(end int64) Summary {
 		Latency:        percentiles(m.lat),
 		RejectLatency:  percentiles(m.rejLat),
 		Wait:           percentiles(m.wait),
+	}
+	if t.n[cSuccess] > 0 {
+		s.MeanLatency = time.Duration(m.latSum / float64(t.n[cSuccess]))
+	}
+	if m.waitN > 0 {
+		s.MeanWait = time.Duration(m.waitSum / float64(m.waitN))
 	}
 	for r, n := range t.rejects {
 		if n > 0 {

@@ -19,7 +19,7 @@ func run1(t *testing.T, s Scenario) PolicyResult {
 func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want }
 
 func TestDeterministic(t *testing.T) {
-	s := overload(2, Policy{Kind: Adaptive, Algorithm: Gradient2}, Policy{Kind: TokenBucket, Rate: 1000, MaxWait: 20 * ms})
+	s := overload(2, AdaptivePolicy{Algorithm: Gradient2}, TokenBucketPolicy{Rate: 1000, MaxWait: 20 * ms})
 	s.Duration, s.Warmup = 3*time.Second, 0
 	a, err := Run(s)
 	if err != nil {
@@ -43,7 +43,7 @@ func TestBelowCapacity(t *testing.T) {
 		Duration: 10 * time.Second,
 		Origin:   Origin{Workers: 4, Service: Dist{Kind: Constant, Mean: 20 * ms}},
 		Load:     Load{Rate: 100, Timeout: time.Second},
-		Policies: []Policy{{Kind: Concurrency, Limit: 4}},
+		Policies: []Policy{ConcurrencyPolicy{Limit: 4}},
 	})
 	s := p.Summary
 	if s.Sent != 1000 || s.Successes < 999 || s.RejectLatency.Count != 0 || s.Timeouts != 0 {
@@ -68,7 +68,7 @@ func TestMMcReference(t *testing.T) {
 		Seed: 2, Duration: 60 * time.Second, Warmup: 5 * time.Second,
 		Origin:   Origin{Workers: 16, Queue: Unbounded, Service: Dist{Kind: Exponential, Mean: 10 * ms}},
 		Load:     Load{Arrivals: PoissonArrivals, Rate: 1280},
-		Policies: []Policy{{Kind: None}},
+		Policies: []Policy{NonePolicy{}},
 	})
 	l := p.Summary.Latency
 	t.Logf("M/M/16 at ρ = 0.8: p50 %v, p90 %v, p99 %v, p99.9 %v; goodput %.0f rps", l.P50, l.P90, l.P99, l.P999, p.Summary.Goodput)
@@ -84,7 +84,7 @@ func TestArrivals(t *testing.T) {
 	base := func(l Load) Scenario {
 		return Scenario{
 			Seed: 5, Duration: 10 * time.Second,
-			Origin: Origin{Workers: 1000, Service: Dist{Kind: Constant, Mean: ms}}, Load: l, Policies: []Policy{{Kind: None}},
+			Origin: Origin{Workers: 1000, Service: Dist{Kind: Constant, Mean: ms}}, Load: l, Policies: []Policy{NonePolicy{}},
 		}
 	}
 	tests := []struct {
@@ -117,7 +117,7 @@ func TestClientWorkers(t *testing.T) {
 		Duration: 10 * time.Second,
 		Origin:   Origin{Workers: 10, Service: Dist{Kind: Constant, Mean: time.Second}},
 		Load:     Load{Rate: 10, ClientWorkers: 2},
-		Policies: []Policy{{Kind: None}},
+		Policies: []Policy{NonePolicy{}},
 	})
 	if s := p.Summary; s.Sent != 20 || s.Unsent != 80 {
 		t.Errorf("sent %d, unsent %d: want 20 and 80", s.Sent, s.Unsent)
@@ -129,7 +129,7 @@ func TestRetryBudget(t *testing.T) {
 		Seed: 1, Duration: 10 * time.Second,
 		Origin:   Origin{Workers: 100, Service: Dist{Kind: Constant, Mean: ms}},
 		Load:     Load{Rate: 100, Timeout: time.Second, Retries: Retries{Max: 3, Backoff: 10 * ms}},
-		Policies: []Policy{{Kind: TokenBucket, Rate: 10, Burst: 1}},
+		Policies: []Policy{TokenBucketPolicy{Rate: 10, Burst: 1}},
 	}
 	unbudgeted := run1(t, s).Summary
 	s.Load.Retries.Budget = 0.1
@@ -155,7 +155,7 @@ func TestOriginTimeoutAndChanges(t *testing.T) {
 			Changes: []Change{{At: 5 * time.Second, Workers: 10, Service: Dist{Kind: Constant, Mean: 100 * ms}}},
 		},
 		Load:     Load{Rate: 10},
-		Policies: []Policy{{Kind: None}},
+		Policies: []Policy{NonePolicy{}},
 	})
 	s := p.Summary
 	if s.OriginTimeouts < 45 || s.Successes < 50 {
@@ -177,7 +177,7 @@ func TestDistributions(t *testing.T) {
 	} {
 		p := run1(t, Scenario{
 			Seed: 9, Duration: 20 * time.Second,
-			Origin: Origin{Workers: 1000, Service: d}, Load: Load{Arrivals: PoissonArrivals, Rate: 2000}, Policies: []Policy{{Kind: None}},
+			Origin: Origin{Workers: 1000, Service: d}, Load: Load{Arrivals: PoissonArrivals, Rate: 2000}, Policies: []Policy{NonePolicy{}},
 		})
 		// Little's law: mean in service = throughput × mean service time.
 		var busy float64

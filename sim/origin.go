@@ -52,6 +52,7 @@ func (o *origin) submit(e *engine, id int32, r *request) {
 
 func (o *origin) serve(e *engine, id int32, r *request) {
 	o.busy++
+	e.m.served(e.now, e.now-r.sent)
 	e.schedule(e.now+o.svc.draw(e.rngSvc), evComplete, id, r.gen)
 }
 

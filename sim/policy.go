@@ -4,10 +4,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// policy is what sits between the clients and the origin. The engine calls
-// it; it answers through engine.admit and engine.reject (now, or later from
+// gate is a policy at work in one run: what sits between the clients and
+// the origin. The engine calls it; it answers through engine.admit and engine.reject (now, or later from
 // wake), and asks for wake calls with engine.wake.
-type policy interface {
+type gate interface {
 	// arrive is a request sent now.
 	arrive(now int64, id int32, r *request)
 	// release is the origin's answer to an admitted request.
@@ -20,33 +20,23 @@ type policy interface {
 	queued() int
 }
 
-func newPolicy(e *engine, p *Policy) (policy, error) {
-	switch p.Kind {
-	case Concurrency, Adaptive:
-		return newCorePolicy(e, p)
-	case TokenBucket:
-		return newBucketPolicy(e, p)
-	case Ticker:
-		return newTickerPolicy(e, p), nil
-	}
-	return nonePolicy{e}, nil
-}
+func (NonePolicy) start(e *engine) (gate, error) { return noneGate{e}, nil }
 
-// nonePolicy admits everything.
-type nonePolicy struct{ e *engine }
+// noneGate admits everything.
+type noneGate struct{ e *engine }
 
-func (p nonePolicy) arrive(_ int64, id int32, r *request)                { p.e.admit(id, r, 0) }
-func (nonePolicy) release(int64, int32, *request, sluice.Outcome, int64) {}
-func (nonePolicy) cancel(int64, int32, *request)                         {}
-func (nonePolicy) wake(int64)                                            {}
-func (nonePolicy) limit() float64                                        { return 0 }
-func (nonePolicy) queued() int                                           { return 0 }
+func (p noneGate) arrive(_ int64, id int32, r *request)                { p.e.admit(id, r, 0) }
+func (noneGate) release(int64, int32, *request, sluice.Outcome, int64) {}
+func (noneGate) cancel(int64, int32, *request)                         {}
+func (noneGate) wake(int64)                                            {}
+func (noneGate) limit() float64                                        { return 0 }
+func (noneGate) queued() int                                           { return 0 }
 
-// tickerPolicy is seed 000's limiter: a time.Ticker puts a token every
-// 1/Rate into a channel buffered to Burst (prefilled), and a request takes
-// a token from the channel, waiting in FIFO order, up to MaxWait. It is not
-// sluice code; it is the baseline the seed measured.
-type tickerPolicy struct {
+// tickerGate is seed 000's limiter (TickerPolicy): a time.Ticker puts a
+// token every 1/Rate into a channel buffered to Burst (prefilled), and a
+// request takes a token from the channel, waiting in FIFO order, up to
+// MaxWait.
+type tickerGate struct {
 	e       *engine
 	every   float64 // ns between ticks
 	burst   int
@@ -60,14 +50,14 @@ type tickerPolicy struct {
 	rate    float64
 }
 
-func newTickerPolicy(e *engine, p *Policy) *tickerPolicy {
+func (p TickerPolicy) start(e *engine) (gate, error) {
 	b := max(p.Burst, 1)
-	return &tickerPolicy{e: e, every: 1e9 / p.Rate, burst: b, tokens: b, maxWait: int64(p.MaxWait), bound: p.Queue, rate: p.Rate}
+	return &tickerGate{e: e, every: 1e9 / p.Rate, burst: b, tokens: b, maxWait: int64(p.MaxWait), bound: p.Queue, rate: p.Rate}, nil
 }
 
 // tickAt is the time of tick k, or never for a tick past the int64 clock
 // (a rate so low that it never ticks within any run).
-func (t *tickerPolicy) tickAt(k int64) int64 {
+func (t *tickerGate) tickAt(k int64) int64 {
 	if at := float64(k) * t.every; at < maxNanos {
 		return int64(at)
 	}
@@ -78,7 +68,7 @@ func (t *tickerPolicy) tickAt(k int64) int64 {
 // waiter, or to the buffer if it has room (a full channel drops the tick).
 // While anyone waits, wake calls come at every tick, so a grant is never
 // late.
-func (t *tickerPolicy) advance(now int64) {
+func (t *tickerGate) advance(now int64) {
 	for {
 		next := t.ticks + 1
 		at := t.tickAt(next)
@@ -99,10 +89,10 @@ func (t *tickerPolicy) advance(now int64) {
 	}
 }
 
-func (t *tickerPolicy) waiting() int { return len(t.q) - t.qhead }
+func (t *tickerGate) waiting() int { return len(t.q) - t.qhead }
 
 // trim drops the waiters at the head that gave up.
-func (t *tickerPolicy) trim() {
+func (t *tickerGate) trim() {
 	for t.waiting() > 0 {
 		if r := t.e.req(t.q[t.qhead]); r.gen == t.qgen[t.qhead] && r.waiting {
 			return
@@ -111,7 +101,7 @@ func (t *tickerPolicy) trim() {
 	}
 }
 
-func (t *tickerPolicy) grantOne() {
+func (t *tickerGate) grantOne() {
 	for t.waiting() > 0 {
 		id, gen := t.q[t.qhead], t.qgen[t.qhead]
 		t.qhead++
@@ -125,7 +115,7 @@ func (t *tickerPolicy) grantOne() {
 	}
 }
 
-func (t *tickerPolicy) arrive(now int64, id int32, r *request) {
+func (t *tickerGate) arrive(now int64, id int32, r *request) {
 	t.advance(now)
 	t.expire(now)
 	t.trim()
@@ -152,7 +142,7 @@ func (t *tickerPolicy) arrive(now int64, id int32, r *request) {
 }
 
 // expire rejects the waiters whose MaxWait has passed by now, oldest first.
-func (t *tickerPolicy) expire(now int64) {
+func (t *tickerGate) expire(now int64) {
 	if t.maxWait == 0 {
 		return
 	}
@@ -169,7 +159,7 @@ func (t *tickerPolicy) expire(now int64) {
 	}
 }
 
-func (t *tickerPolicy) rearm(now int64) {
+func (t *tickerGate) rearm(now int64) {
 	if t.waiting() == 0 {
 		return
 	}
@@ -180,16 +170,16 @@ func (t *tickerPolicy) rearm(now int64) {
 	t.e.wake(max(next, now))
 }
 
-func (t *tickerPolicy) wake(now int64) {
+func (t *tickerGate) wake(now int64) {
 	t.advance(now)
 	t.expire(now)
 	t.rearm(now)
 }
 
-func (t *tickerPolicy) release(int64, int32, *request, sluice.Outcome, int64) {}
-func (t *tickerPolicy) cancel(now int64, _ int32, _ *request)                 { t.rearm(now) }
-func (t *tickerPolicy) limit() float64                                        { return t.rate }
-func (t *tickerPolicy) queued() int {
+func (t *tickerGate) release(int64, int32, *request, sluice.Outcome, int64) {}
+func (t *tickerGate) cancel(now int64, _ int32, _ *request)                 { t.rearm(now) }
+func (t *tickerGate) limit() float64                                        { return t.rate }
+func (t *tickerGate) queued() int {
 	n := 0
 	for i := t.qhead; i < len(t.q); i++ {
 		if r := t.e.req(t.q[i]); r.gen == t.qgen[i] && r.waiting {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -11,52 +12,39 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 )
 
-// corePolicy drives sluice's concurrency.Core — the same decision code as
+// coreGate drives sluice's concurrency.Core — the same decision code as
 // concurrency.Limiter — in virtual time, with a static limit or an adaptive
 // algorithm.
-type corePolicy struct {
+type coreGate struct {
 	e       *engine
 	c       *concurrency.Core
 	waiters map[concurrency.WaiterID]int32
 }
 
-func newCorePolicy(e *engine, p *Policy) (*corePolicy, error) {
-	cfg, err := p.coreConfig()
+func (p ConcurrencyPolicy) start(e *engine) (gate, error) {
+	return newCoreGate(e, p.queue().config(p.Limit))
+}
+
+func (p AdaptivePolicy) start(e *engine) (gate, error) {
+	alg, err := newAlgorithm(&p)
 	if err != nil {
 		return nil, err
 	}
+	cfg := p.queue().config(p.Limit)
+	cfg.Algorithm = alg
+	return newCoreGate(e, cfg)
+}
+
+func newCoreGate(e *engine, cfg concurrency.Config) (*coreGate, error) {
 	c, err := concurrency.NewCore(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &corePolicy{e: e, c: c, waiters: make(map[concurrency.WaiterID]int32)}, nil
-}
-
-// coreConfig is the concurrency.Config of a concurrency or adaptive policy.
-func (p *Policy) coreConfig() (concurrency.Config, error) {
-	cfg := concurrency.Config{
-		Limit:         p.Limit,
-		MaxQueue:      p.Queue,
-		MaxWait:       p.MaxWait,
-		Discipline:    p.Discipline,
-		CoDelTarget:   p.CoDelTarget,
-		CoDelInterval: p.CoDelInterval,
-	}
-	if p.Queue == Unbounded {
-		cfg.MaxQueue = concurrency.MaxLimit
-	}
-	if p.Kind == Adaptive {
-		alg, err := newAlgorithm(p)
-		if err != nil {
-			return cfg, err
-		}
-		cfg.Algorithm = alg
-	}
-	return cfg, nil
+	return &coreGate{e: e, c: c, waiters: make(map[concurrency.WaiterID]int32)}, nil
 }
 
 // algorithm is the adaptive algorithm the policy selects.
-func (p *Policy) algorithm() AlgorithmKind {
+func (p *AdaptivePolicy) algorithm() AlgorithmKind {
 	if p.Algorithm == "" {
 		return Little
 	}
@@ -65,7 +53,7 @@ func (p *Policy) algorithm() AlgorithmKind {
 
 // overrideLimits replaces an algorithm config's limits by the policy's
 // Limit, MinLimit and MaxLimit, where those are set.
-func (p *Policy) overrideLimits(initial, minL, maxL *int) {
+func (p *AdaptivePolicy) overrideLimits(initial, minL, maxL *int) {
 	for _, o := range []struct {
 		cfg *int
 		v   int
@@ -81,43 +69,43 @@ func (p *Policy) overrideLimits(initial, minL, maxL *int) {
 type algorithm struct {
 	// configured reports whether the policy sets this algorithm's config
 	// field (which only a policy selecting it may do).
-	configured func(p *Policy) bool
+	configured func(p *AdaptivePolicy) bool
 	// build makes the algorithm from the policy's config field, with the
 	// policy's limits applied (overrideLimits).
-	build func(p *Policy) (adaptive.Algorithm, error)
+	build func(p *AdaptivePolicy) (adaptive.Algorithm, error)
 }
 
 // algorithms is the registry of adaptive algorithms, by the name a
 // scenario's algorithm field gives. Adding one is an entry here and its
-// config field on Policy.
+// config field on AdaptivePolicy.
 var algorithms = map[AlgorithmKind]algorithm{
 	AIMD: {
-		func(p *Policy) bool { return p.AIMD != (adaptive.AIMDConfig{}) },
-		func(p *Policy) (adaptive.Algorithm, error) {
+		func(p *AdaptivePolicy) bool { return p.AIMD != (adaptive.AIMDConfig{}) },
+		func(p *AdaptivePolicy) (adaptive.Algorithm, error) {
 			c := p.AIMD
 			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
 			return adaptive.NewAIMD(c)
 		},
 	},
 	Vegas: {
-		func(p *Policy) bool { return p.Vegas != (adaptive.VegasConfig{}) },
-		func(p *Policy) (adaptive.Algorithm, error) {
+		func(p *AdaptivePolicy) bool { return p.Vegas != (adaptive.VegasConfig{}) },
+		func(p *AdaptivePolicy) (adaptive.Algorithm, error) {
 			c := p.Vegas
 			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
 			return adaptive.NewVegas(c)
 		},
 	},
 	Little: {
-		func(p *Policy) bool { return p.Little != (adaptive.LittleConfig{}) },
-		func(p *Policy) (adaptive.Algorithm, error) {
+		func(p *AdaptivePolicy) bool { return p.Little != (adaptive.LittleConfig{}) },
+		func(p *AdaptivePolicy) (adaptive.Algorithm, error) {
 			c := p.Little
 			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
 			return adaptive.NewLittle(c)
 		},
 	},
 	Gradient2: {
-		func(p *Policy) bool { return p.Gradient2 != (adaptive.Gradient2Config{}) },
-		func(p *Policy) (adaptive.Algorithm, error) {
+		func(p *AdaptivePolicy) bool { return p.Gradient2 != (adaptive.Gradient2Config{}) },
+		func(p *AdaptivePolicy) (adaptive.Algorithm, error) {
 			c := p.Gradient2
 			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
 			return adaptive.NewGradient2(c)
@@ -125,19 +113,21 @@ var algorithms = map[AlgorithmKind]algorithm{
 	},
 }
 
-// algorithmNames lists the registry's names, sorted, for error messages.
+// sortedAlgorithms lists the registry's names, sorted.
+func sortedAlgorithms() []AlgorithmKind { return slices.Sorted(maps.Keys(algorithms)) }
+
+// algorithmNames lists the registry's names for error messages.
 func algorithmNames() string {
 	names := make([]string, 0, len(algorithms))
-	for k := range algorithms {
+	for _, k := range sortedAlgorithms() {
 		names = append(names, string(k))
 	}
-	slices.Sort(names)
 	return strings.Join(names, ", ")
 }
 
 // newAlgorithm builds the policy's algorithm; validate has checked that the
 // name is in algorithms.
-func newAlgorithm(p *Policy) (adaptive.Algorithm, error) {
+func newAlgorithm(p *AdaptivePolicy) (adaptive.Algorithm, error) {
 	a, ok := algorithms[p.algorithm()]
 	if !ok {
 		return nil, fmt.Errorf("unknown algorithm %q (%s)", p.algorithm(), algorithmNames())
@@ -145,7 +135,7 @@ func newAlgorithm(p *Policy) (adaptive.Algorithm, error) {
 	return a.build(p)
 }
 
-func (p *corePolicy) arrive(now int64, id int32, r *request) {
+func (p *coreGate) arrive(now int64, id int32, r *request) {
 	var deadline time.Time
 	if r.deadline != never {
 		deadline = p.e.t(r.deadline)
@@ -168,7 +158,7 @@ func (p *corePolicy) arrive(now int64, id int32, r *request) {
 }
 
 // handle carries out the Core's events: waiters granted or rejected.
-func (p *corePolicy) handle(evs []concurrency.Event) {
+func (p *coreGate) handle(evs []concurrency.Event) {
 	for _, ev := range evs {
 		id, ok := p.waiters[ev.Waiter]
 		if !ok {
@@ -184,29 +174,29 @@ func (p *corePolicy) handle(evs []concurrency.Event) {
 	}
 }
 
-func (p *corePolicy) release(now int64, _ int32, r *request, o sluice.Outcome, latency int64) {
+func (p *coreGate) release(now int64, _ int32, r *request, o sluice.Outcome, latency int64) {
 	p.handle(p.c.Release(p.e.t(now), r.token, o, time.Duration(latency)))
 	p.rearm()
 }
 
-func (p *corePolicy) cancel(_ int64, _ int32, r *request) {
+func (p *coreGate) cancel(_ int64, _ int32, r *request) {
 	w := concurrency.WaiterID(r.handle)
 	p.c.Remove(w)
 	delete(p.waiters, w)
 }
 
-func (p *corePolicy) wake(now int64) {
+func (p *coreGate) wake(now int64) {
 	p.handle(p.c.Expire(p.e.t(now)))
 	p.rearm()
 }
 
 // rearm asks for a wake at the queue head's expiry, so waits end on time
 // even when no arrival or release comes to end them.
-func (p *corePolicy) rearm() {
+func (p *coreGate) rearm() {
 	if at, ok := p.c.NextExpiry(); ok {
 		p.e.wake(int64(at.Sub(p.e.t(0))))
 	}
 }
 
-func (p *corePolicy) limit() float64 { return float64(p.c.Limit()) }
-func (p *corePolicy) queued() int    { return p.c.Queued() }
+func (p *coreGate) limit() float64 { return float64(p.c.Limit()) }
+func (p *coreGate) queued() int    { return p.c.Queued() }

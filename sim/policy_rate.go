@@ -4,14 +4,16 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/waitrule"
 	"github.com/sluicehq/sluice/rate"
 )
 
-// bucketPolicy drives sluice's rate.Bucket in virtual time: AllowAt when
+// bucketGate drives sluice's rate.Bucket (TokenBucketPolicy) in virtual time: AllowAt when
 // requests may not wait, ReserveAt when they may wait up to MaxWait and their
 // deadline (seed 000's "token bucket + deadline": a reservation that cannot
-// be met in time is rejected at once).
-type bucketPolicy struct {
+// be met in time is rejected at once). How long a request may wait, and its
+// reason when it may not, is waitrule's, as in rate.Bucket.Wait.
+type bucketGate struct {
 	e       *engine
 	b       *rate.Bucket
 	maxWait int64
@@ -19,15 +21,15 @@ type bucketPolicy struct {
 	pending map[int32]rate.Reservation
 }
 
-func newBucketPolicy(e *engine, p *Policy) (*bucketPolicy, error) {
+func (p TokenBucketPolicy) start(e *engine) (gate, error) {
 	b, err := rate.NewBucket(rate.Config{Rate: p.Rate, Burst: max(p.Burst, 1)})
 	if err != nil {
 		return nil, err
 	}
-	return &bucketPolicy{e: e, b: b, maxWait: int64(p.MaxWait), rate: p.Rate, pending: make(map[int32]rate.Reservation)}, nil
+	return &bucketGate{e: e, b: b, maxWait: int64(p.MaxWait), rate: p.Rate, pending: make(map[int32]rate.Reservation)}, nil
 }
 
-func (p *bucketPolicy) arrive(now int64, id int32, r *request) {
+func (p *bucketGate) arrive(now int64, id int32, r *request) {
 	if p.maxWait == 0 {
 		if p.b.AllowAt(p.e.t(now), 1) {
 			p.e.admit(id, r, 0)
@@ -36,12 +38,12 @@ func (p *bucketPolicy) arrive(now int64, id int32, r *request) {
 		}
 		return
 	}
-	wait := p.maxWait
-	why := sluice.ReasonQueueTimeout
-	if r.deadline-now < wait {
-		wait, why = r.deadline-now, sluice.ReasonDeadline
-	}
-	res, ok := p.b.ReserveAt(p.e.t(now), 1, time.Duration(wait))
+	// The library's rule for how long a caller may wait, and why it is
+	// rejected past that (rate.Bucket's Wait applies the same one).
+	// Virtual nanoseconds are a clock like any other; never is
+	// waitrule.NoDeadline.
+	wait, why := waitrule.Bound(now, r.deadline, time.Duration(p.maxWait))
+	res, ok := p.b.ReserveAt(p.e.t(now), 1, wait)
 	switch {
 	case !ok:
 		if res.Reason() == sluice.ReasonTooLarge {
@@ -58,7 +60,7 @@ func (p *bucketPolicy) arrive(now int64, id int32, r *request) {
 }
 
 // grant admits a request whose reservation is due.
-func (p *bucketPolicy) grant(id int32, r *request) {
+func (p *bucketGate) grant(id int32, r *request) {
 	if !r.waiting {
 		return
 	}
@@ -66,14 +68,14 @@ func (p *bucketPolicy) grant(id int32, r *request) {
 	p.e.admit(id, r, 0)
 }
 
-func (p *bucketPolicy) cancel(_ int64, id int32, _ *request) {
+func (p *bucketGate) cancel(_ int64, id int32, _ *request) {
 	if res, ok := p.pending[id]; ok {
 		res.Cancel()
 		delete(p.pending, id)
 	}
 }
 
-func (p *bucketPolicy) release(int64, int32, *request, sluice.Outcome, int64) {}
-func (p *bucketPolicy) wake(int64)                                            {}
-func (p *bucketPolicy) limit() float64                                        { return p.rate }
-func (p *bucketPolicy) queued() int                                           { return len(p.pending) }
+func (p *bucketGate) release(int64, int32, *request, sluice.Outcome, int64) {}
+func (p *bucketGate) wake(int64)                                            {}
+func (p *bucketGate) limit() float64                                        { return p.rate }
+func (p *bucketGate) queued() int                                           { return len(p.pending) }

@@ -50,6 +50,14 @@ type Summary struct {
 	// Capacity is the origin's capacity (workers / mean service time)
 	// averaged over the window: goodput cannot exceed it.
 	Capacity float64 `json:"capacity"`
+	// Demand is the clients' requests per second: first attempts due,
+	// sent or not (unsent included, retries not).
+	Demand float64 `json:"demand"`
+	// Achievable is the most goodput any policy could have had: the mean
+	// over the window of min(demand, capacity), taken interval by interval
+	// so that a phase of overload and one of spare capacity do not average
+	// out (Point.Demand, Point.Capacity).
+	Achievable float64 `json:"achievable"`
 	// Rejects counts the policy's rejections by reason (sluice.Reason's
 	// labels: "limit", "queue_full", "shed", "rate", "deadline", ...).
 	Rejects map[string]int64 `json:"rejects"`
@@ -71,6 +79,13 @@ type Summary struct {
 	// Wait is the admission wait of admitted requests (time in the
 	// policy's queue).
 	Wait Percentiles `json:"wait"`
+	// MeanLatency is the mean latency of successes (exact, not from the
+	// histogram).
+	MeanLatency time.Duration `json:"mean_latency"`
+	// MeanWait is the mean time from the intended send to the start of
+	// service, the policy's queue and the origin's queue together, of the
+	// requests that started service in the window.
+	MeanWait time.Duration `json:"mean_wait"`
 }
 
 // Percentiles of a latency distribution. Zero when there were no samples.
@@ -95,7 +110,8 @@ type Point struct {
 	// labels of Summary.Rejects); nil when there were none.
 	RejectsBy  map[string]float64 `json:"rejects_by,omitempty"`
 	Timeouts   float64            `json:"timeouts"` // client give-ups per second
-	Capacity   float64            `json:"capacity"` // origin capacity at T
+	Capacity   float64            `json:"capacity"` // origin capacity, time-averaged over the interval
+	Demand     float64            `json:"demand"`   // first attempts due per second, sent or not
 	P50        time.Duration      `json:"p50"`      // successes' latency in the interval
 	P99        time.Duration      `json:"p99"`
 	Limit      float64            `json:"limit"`        // the policy's limit at T (0: none)

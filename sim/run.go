@@ -33,7 +33,7 @@ func RunPolicy(s Scenario, i int) (PolicyResult, error) {
 }
 
 func runPolicy(s *Scenario, i int) (PolicyResult, error) {
-	p := &s.Policies[i]
+	p := s.Policies[i]
 	e, err := newEngine(s, i)
 	if err != nil {
 		// The scenario validated, so this is a limit the decision code
@@ -41,12 +41,11 @@ func runPolicy(s *Scenario, i int) (PolicyResult, error) {
 		return PolicyResult{}, &FieldError{Field: fmt.Sprintf("policies[%d]", i), Problem: err.Error()}
 	}
 	e.run()
-	name := p.Name
-	if name == "" {
-		name = string(p.Kind)
+	if e.full {
+		return PolicyResult{}, e.overflow(i)
 	}
 	return PolicyResult{
-		Name:      name,
+		Name:      p.Label(),
 		Summary:   e.m.summary(e.end),
 		Series:    e.m.points,
 		Simulated: e.simulated,

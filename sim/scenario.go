@@ -1,11 +1,6 @@
 package sim
 
-import (
-	"time"
-
-	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/concurrency"
-)
+import "time"
 
 // Scenario is one experiment: a modeled origin, an open-loop load and the
 // policies to compare in front of it. Each policy runs against its own copy
@@ -30,7 +25,8 @@ type Scenario struct {
 	// Load is the client population.
 	Load Load `yaml:"load" json:"load"`
 	// Policies are what is put between the clients and the origin, run one
-	// after the other. At least one is required.
+	// after the other: NonePolicy, ConcurrencyPolicy, AdaptivePolicy,
+	// TokenBucketPolicy, TickerPolicy. At least one is required.
 	Policies []Policy `yaml:"policies" json:"policies"`
 }
 
@@ -169,30 +165,6 @@ type Retries struct {
 	Backoff time.Duration `yaml:"backoff" json:"backoff"`
 }
 
-// PolicyKind names what sits between the clients and the origin.
-type PolicyKind string
-
-// The policies.
-const (
-	// None admits everything.
-	None PolicyKind = "none"
-	// Concurrency is a static in-flight limit (package concurrency) with an
-	// optional queue: Limit, Queue, MaxWait, Discipline.
-	Concurrency PolicyKind = "concurrency"
-	// Adaptive is an in-flight limit set by an algorithm (package adaptive)
-	// from the latency and outcome of each response: Algorithm, Limit (the
-	// initial limit), MinLimit, MaxLimit, and the queue fields.
-	Adaptive PolicyKind = "adaptive"
-	// TokenBucket is a rate limit (package rate): Rate, Burst. With MaxWait
-	// > 0 a request may wait for a token up to MaxWait and its deadline, and
-	// is rejected at once when its reservation could not be met in time.
-	TokenBucket PolicyKind = "token-bucket"
-	// Ticker is seed 000's time.Ticker feeding a channel of Burst tokens at
-	// Rate per second; requests wait in FIFO order for a token, up to
-	// MaxWait (0: forever) in a queue of at most Queue.
-	Ticker PolicyKind = "ticker"
-)
-
 // AlgorithmKind names an adaptive limit algorithm.
 type AlgorithmKind string
 
@@ -203,53 +175,3 @@ const (
 	Gradient2 AlgorithmKind = "gradient2"
 	Little    AlgorithmKind = "little"
 )
-
-// Policy is one admission policy to run the scenario with. Which fields
-// apply depends on Kind; the others must be zero.
-type Policy struct {
-	// Name labels the policy's results. Default: Kind.
-	Name string `yaml:"name" json:"name"`
-	// Kind is the policy. Required.
-	Kind PolicyKind `yaml:"kind" json:"kind"`
-
-	// Limit is the in-flight limit (concurrency) or the initial limit
-	// (adaptive). Required for concurrency; adaptive default: the
-	// algorithm's own.
-	Limit int `yaml:"limit" json:"limit"`
-	// MinLimit and MaxLimit bound an adaptive limit. Defaults: the
-	// algorithm's own.
-	MinLimit int `yaml:"min_limit" json:"min_limit"`
-	MaxLimit int `yaml:"max_limit" json:"max_limit"`
-	// Algorithm is the adaptive algorithm. Default little (the
-	// recommended one, package adaptive's Little).
-	Algorithm AlgorithmKind `yaml:"algorithm" json:"algorithm"`
-	// AIMD, Vegas, Gradient2 and Little tune the adaptive algorithm of that name
-	// (only the one selected by Algorithm may be set); their zero values
-	// are the algorithm's defaults. In YAML their keys are the lowercased
-	// field names (aimd: {backoff: 0.9, timeout: 2s}). Limit, MinLimit and
-	// MaxLimit above, when set, override the config's InitialLimit,
-	// MinLimit and MaxLimit.
-	AIMD      adaptive.AIMDConfig      `yaml:"aimd" json:"aimd"`
-	Vegas     adaptive.VegasConfig     `yaml:"vegas" json:"vegas"`
-	Gradient2 adaptive.Gradient2Config `yaml:"gradient2" json:"gradient2"`
-	Little    adaptive.LittleConfig    `yaml:"little" json:"little"`
-
-	// Queue is the most requests waiting for admission: 0 rejects at once,
-	// Unbounded (-1) never rejects for length. Default 0.
-	Queue int `yaml:"queue" json:"queue"`
-	// MaxWait is the longest a request waits for admission; 0: no limit
-	// other than its own deadline.
-	MaxWait time.Duration `yaml:"max_wait" json:"max_wait"`
-	// Discipline orders the queue: fifo (default), lifo, codel or
-	// adaptive_lifo (concurrency.Discipline's names).
-	Discipline concurrency.Discipline `yaml:"discipline" json:"discipline"`
-	// CoDelTarget and CoDelInterval tune the codel and adaptive_lifo
-	// disciplines. Defaults: the concurrency package's (5 ms and 100 ms).
-	CoDelTarget   time.Duration `yaml:"codel_target" json:"codel_target"`
-	CoDelInterval time.Duration `yaml:"codel_interval" json:"codel_interval"`
-
-	// Rate is the token-bucket or ticker rate, in requests per second.
-	Rate float64 `yaml:"rate" json:"rate"`
-	// Burst is the token-bucket size or the ticker's buffer. Default 1.
-	Burst int `yaml:"burst" json:"burst"`
-}

@@ -18,10 +18,10 @@ func seed000(policies ...Policy) Scenario {
 
 func TestSeed000Shapes(t *testing.T) {
 	res, err := Run(seed000(
-		Policy{Name: "none", Kind: None},
-		Policy{Name: "ticker", Kind: Ticker, Rate: 425, Burst: 10, Queue: Unbounded},
-		Policy{Name: "ticker+75ms", Kind: Ticker, Rate: 425, Burst: 10, Queue: Unbounded, MaxWait: 75 * ms},
-		Policy{Name: "bucket+75ms", Kind: TokenBucket, Rate: 425, Burst: 10, MaxWait: 75 * ms},
+		NonePolicy{Name: "none"},
+		TickerPolicy{Name: "ticker", Rate: 425, Burst: 10, Queue: Unbounded},
+		TickerPolicy{Name: "ticker+75ms", Rate: 425, Burst: 10, Queue: Unbounded, MaxWait: 75 * ms},
+		TokenBucketPolicy{Name: "bucket+75ms", Rate: 425, Burst: 10, MaxWait: 75 * ms},
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestSeed004BucketRate(t *testing.T) {
 			Seed: 4, Duration: 20 * time.Second,
 			Origin:   Origin{Workers: 100, Service: Dist{Kind: Constant, Mean: ms}},
 			Load:     Load{Arrivals: PoissonArrivals, Rate: 1000},
-			Policies: []Policy{{Kind: TokenBucket, Rate: r, Burst: 10}},
+			Policies: []Policy{TokenBucketPolicy{Rate: r, Burst: 10}},
 		})
 		if g := p.Summary.Goodput; !within(g, r, 0.01) {
 			t.Errorf("bucket at %v/s: admitted %.1f/s, want within 1%%", r, g)

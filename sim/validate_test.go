@@ -15,7 +15,7 @@ func validScenario() Scenario {
 		Duration: 10 * time.Second,
 		Origin:   Origin{Workers: 4, Service: Dist{Kind: Constant, Mean: 10 * ms}},
 		Load:     Load{Rate: 100},
-		Policies: []Policy{{Kind: None}},
+		Policies: []Policy{NonePolicy{}},
 	}
 }
 
@@ -31,6 +31,9 @@ func TestValidate(t *testing.T) {
 		{"interval", func(s *Scenario) { s.Interval = -time.Second }},
 		{"interval", func(s *Scenario) { s.Interval = time.Minute }},
 		{"warmup", func(s *Scenario) { s.Warmup = s.Duration }},
+		// Shorter than one interval: a rate over 1 ns is 1e9 per second.
+		{"duration", func(s *Scenario) { s.Duration = time.Nanosecond }},
+		{"warmup", func(s *Scenario) { s.Warmup = s.Duration - time.Millisecond }},
 		{"origin.workers", func(s *Scenario) { s.Origin.Workers = 0 }},
 		{"origin.queue", func(s *Scenario) { s.Origin.Queue = -2 }},
 		{"origin.timeout", func(s *Scenario) { s.Origin.Timeout = -1 }},
@@ -69,33 +72,30 @@ func TestValidate(t *testing.T) {
 		{"load.retries.budget", func(s *Scenario) { s.Load.Retries.Budget = -0.5 }},
 		{"load.retries.backoff", func(s *Scenario) { s.Load.Retries.Backoff = -1 }},
 		{"policies", func(s *Scenario) { s.Policies = nil }},
-		{"policies[0].kind", func(s *Scenario) { s.Policies[0].Kind = "" }},
-		{"policies[0].kind", func(s *Scenario) { s.Policies[0].Kind = "leaky" }},
-		{"policies[0].limit", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency} }},
-		{"policies[0].limit", func(s *Scenario) { s.Policies[0] = Policy{Kind: None, Limit: 3} }},
-		{"policies[0].algorithm", func(s *Scenario) { s.Policies[0] = Policy{Kind: Adaptive, Algorithm: "bbr"} }},
-		{"policies[0].algorithm", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 3, Algorithm: AIMD} }},
-		{"policies[0].min_limit", func(s *Scenario) { s.Policies[0] = Policy{Kind: Adaptive, MinLimit: 5, MaxLimit: 4} }},
+		// A policy of no kind (a nil Policy); fields of another kind do not
+		// exist on a policy's type, so there is nothing to refuse for them.
+		{"policies[0].kind", func(s *Scenario) { s.Policies[0] = nil }},
+		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = TickerPolicy{Rate: 1, Queue: -2} }},
+		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = TokenBucketPolicy{Rate: 1, MaxWait: -1} }},
+		{"policies[0].limit", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{} }},
+		{"policies[0].algorithm", func(s *Scenario) { s.Policies[0] = AdaptivePolicy{Algorithm: "bbr"} }},
+		{"policies[0].min_limit", func(s *Scenario) { s.Policies[0] = AdaptivePolicy{MinLimit: 5, MaxLimit: 4} }},
 		{"policies[0].aimd", func(s *Scenario) {
-			s.Policies[0] = Policy{Kind: Adaptive, Algorithm: AIMD, AIMD: adaptive.AIMDConfig{Backoff: 1.5}}
+			s.Policies[0] = AdaptivePolicy{Algorithm: AIMD, AIMD: adaptive.AIMDConfig{Backoff: 1.5}}
 		}},
 		{"policies[0].vegas", func(s *Scenario) {
-			s.Policies[0] = Policy{Kind: Adaptive, Vegas: adaptive.VegasConfig{Alpha: 1}}
+			s.Policies[0] = AdaptivePolicy{Vegas: adaptive.VegasConfig{Alpha: 1}}
 		}},
-		{"policies[0].rate", func(s *Scenario) { s.Policies[0] = Policy{Kind: TokenBucket} }},
-		{"policies[0].rate", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, Rate: 5} }},
-		{"policies[0].burst", func(s *Scenario) { s.Policies[0] = Policy{Kind: Ticker, Rate: 5, Burst: -1} }},
-		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, Queue: -5} }},
-		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = Policy{Kind: None, Queue: 5} }},
-		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = Policy{Kind: TokenBucket, Rate: 1, Queue: 5} }},
-		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, MaxWait: -1} }},
-		{"policies[0].discipline", func(s *Scenario) { s.Policies[0] = Policy{Kind: Ticker, Rate: 1, Discipline: concurrency.LIFO} }},
-		{"policies[0].discipline", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, Discipline: 42} }},
+		{"policies[0].rate", func(s *Scenario) { s.Policies[0] = TokenBucketPolicy{} }},
+		{"policies[0].burst", func(s *Scenario) { s.Policies[0] = TickerPolicy{Rate: 5, Burst: -1} }},
+		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, Queue: -5} }},
+		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, MaxWait: -1} }},
+		{"policies[0].discipline", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, Discipline: 42} }},
 		{"policies[0].codel_target", func(s *Scenario) {
-			s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, CoDelTarget: time.Second}
+			s.Policies[0] = ConcurrencyPolicy{Limit: 1, CoDelTarget: time.Second}
 		}},
 		// What the decision code refuses.
-		{"policies[0]", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: concurrency.MaxLimit + 1} }},
+		{"policies[0]", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: concurrency.MaxLimit + 1} }},
 		// The size of the run, and times whose sums would overflow.
 		{"duration", func(s *Scenario) { s.Duration = maxDuration + 1 }},
 		{"interval", func(s *Scenario) { s.Interval = time.Microsecond }},
@@ -104,11 +104,11 @@ func TestValidate(t *testing.T) {
 		{"duration", func(s *Scenario) { s.Load.Bursts = Bursts{Size: 1e7, Count: 2, Every: time.Second} }},
 		{"policies", func(s *Scenario) {
 			s.Load.Rate = 9e5
-			s.Policies = []Policy{{Kind: None}, {Kind: None}, {Kind: None}, {Kind: None}, {Kind: None}, {Kind: None}}
+			s.Policies = []Policy{NonePolicy{}, NonePolicy{}, NonePolicy{}, NonePolicy{}, NonePolicy{}, NonePolicy{}}
 		}},
 		{"origin.timeout", func(s *Scenario) { s.Origin.Timeout = maxDuration + 1 }},
 		{"load.retries.backoff", func(s *Scenario) { s.Load.Retries.Backoff = maxDuration + 1 }},
-		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = Policy{Kind: Concurrency, Limit: 1, MaxWait: maxDuration + 1} }},
+		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, MaxWait: maxDuration + 1} }},
 	}
 	for _, tt := range tests {
 		s := validScenario()

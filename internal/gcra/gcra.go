@@ -266,3 +266,26 @@ func satShl(d int64, k uint8) int64 {
 	}
 	return d << k
 }
+
+// Remaining returns what is left of a token bucket's quota for the IETF
+// RateLimit field: the whole tokens in it (none while in debt) and the time
+// until it is full again at rate, -1 if never (rate 0). A rate of
+// math.MaxFloat64 or +Inf has no limit: the burst remains, at once.
+func Remaining(tokens, rate float64, burst int64) (remaining int, reset time.Duration) {
+	if rate >= math.MaxFloat64 {
+		return int(burst), 0
+	}
+	tokens = max(tokens, 0)
+	missing := float64(burst) - tokens
+	switch {
+	case missing <= 0:
+		return int(burst), 0
+	case rate <= 0:
+		return int(tokens), -1 // no refill: the quota never comes back
+	}
+	secs := missing / rate
+	if secs >= float64(math.MaxInt64/int64(time.Second)) {
+		return int(tokens), -1
+	}
+	return int(tokens), time.Duration(math.Ceil(secs * float64(time.Second)))
+}

@@ -46,6 +46,9 @@ type command struct {
 // not in it: it reads the table, and Main answers it before looking here.
 var commands = []command{
 	{"sim", "[flags] SCENARIO.yaml", "run a scenario in virtual time and compare its policies", runSim},
+	{"origin", "[flags] [SCENARIO.yaml]", "serve HTTP like the simulator's origin: workers, a queue, service times", runOrigin},
+	{"load", "[flags] URL", "send an open-loop load to URL and measure goodput and latency", runLoad},
+	{"proxy", "-config FILE [-check]", "serve as an HTTP reverse proxy with the limits the config file sets", runProxy},
 	{"version", "", "print the version", runVersion},
 }
 

@@ -74,8 +74,14 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"sim", "--bogus", slow}, "-bogus"},
 		{[]string{"sim", slow, "--seed", "minus-one"}, "-seed"},
 		{[]string{"sim", slow, "--duration", "10"}, "-duration"},
-		{[]string{"sim", slow, "--duration", "-1s"}, "-duration: must be >= 0"},
-		{[]string{"sim", slow, "--duration", "20s"}, "-duration: " + slow + ":7: warmup: must be in [0, duration)"},
+		{[]string{"sim", slow, "--duration", "-1s"}, "-duration: " + slow + ":6: duration: must be > 0"},
+		{[]string{"sim", slow, "--duration", "0"}, "-duration: " + slow + ":6: duration: must be > 0"},
+		{[]string{"sim", slow, "--duration", "20s"}, "-duration: " + slow + ":7: warmup: must be in [0, duration - interval]"},
+		// Shorter than one interval: the offered rate would read 1e9/s.
+		{[]string{"sim", slow, "--duration=1ns", "--warmup=0"}, "-duration, -warmup: " + slow + ":6: duration: must be at least one interval (1s), got 1ns"},
+		{[]string{"sim", slow, "--warmup", "120s"}, "-warmup: " + slow + ":7: warmup: must be in [0, duration - interval]"},
+		{[]string{"sim", slow, "--interval", "1ns"}, "-interval: " + slow + ":1: interval: duration 2m0s / interval 1ns is 120000000000 points"},
+		{[]string{"sim", slow, "--interval", "-1s"}, "-interval: " + slow + ":1: interval: must be >= 0"},
 		{[]string{"sim", slow, "--duration", "1000h"}, "-duration: " + slow + ":6: duration: duration 1000h0m0s / interval 1s is 3600000 points per policy, more than the 100000"},
 		{[]string{"sim"}, "missing argument"},
 		{[]string{"sim", slow, slow}, "want 1 argument(s), got 2"},
@@ -167,10 +173,73 @@ func TestSimBadFile(t *testing.T) {
 	}
 }
 
-func TestSimMissingFile(t *testing.T) {
-	code, out, errs := run("sim", filepath.Join(t.TempDir(), "nope.yaml"))
-	if code != ExitFail || out != "" || !strings.Contains(errs, "nope.yaml") {
+// TestSimUnreadableFile: a scenario name that is not a readable file is
+// bad input (exit 2), with a message that says why.
+func TestSimUnreadableFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ arg, want string }{
+		{filepath.Join(dir, "nope.yaml"), "no such file"},
+		{dir, dir + " is a directory"},
+		{"", "file name is empty"},
+		{"-", "not from standard input"},
+	} {
+		code, out, errs := run("sim", "--", tc.arg)
+		if code != ExitUsage || out != "" || !strings.Contains(errs, tc.want) {
+			t.Errorf("sim %q: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.arg, code, out, errs, ExitUsage, tc.want)
+		}
+	}
+}
+
+// TestSimPlotUnwritable: a -plot path that cannot be written fails before
+// the run (exit 2, no report), not after it.
+func TestSimPlotUnwritable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "taken.svg")
+	if err := os.Mkdir(path, 0o755); err != nil { // a directory: no one can create a file there
+		t.Fatal(err)
+	}
+	code, out, errs := run("sim", slow, "--plot", path)
+	if code != ExitUsage || out != "" || !strings.Contains(errs, "-plot: open "+path) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestSimPlotRemovedOnFailure: the plot file is created before the run;
+// a run that fails leaves no empty file behind.
+func TestSimPlotRemovedOnFailure(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "pileup.yaml")
+	// Valid, but the origin's queue grows past what a run may hold.
+	src := "duration: 10s\norigin:\n  workers: 1\n  queue: -1\n  service: {kind: constant, mean: 1ms}\nload: {rate: 200000}\npolicies: [{kind: none}]\n"
+	if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plot := filepath.Join(dir, "out.svg")
+	code, _, errs := run("sim", bad, "--plot", plot)
+	if code != ExitUsage || !strings.Contains(errs, bad+":4: origin.queue:") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(plot); !os.IsNotExist(err) {
+		t.Errorf("the plot file is left behind: %v", err)
+	}
+}
+
+// TestSimFlagsOverride: -seed 0 is a seed like any other, and -warmup and
+// -interval replace the file's.
+func TestSimFlagsOverride(t *testing.T) {
+	code, out, errs := run("sim", slow, "--json", "--seed", "0", "--warmup", "10s", "--interval", "4s")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r report.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Seed != 0 || r.IntervalS != 4 || len(r.Policies[0].Series) != 30 {
+		t.Errorf("seed %d, interval %v s, %d points; want seed 0, 4 s, 30 points", r.Seed, r.IntervalS, len(r.Policies[0].Series))
+	}
+	// The window is 120 s - 10 s: the file's 30 s warm-up would leave 90 s.
+	if s := r.Policies[1].Summary; s.OfferedRPS != float64(s.Sent)/110 {
+		t.Errorf("offered %v rps from %d sent: not over a 110 s window", s.OfferedRPS, s.Sent)
 	}
 }
 
@@ -253,6 +322,37 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		code, out, _ := run("help", c.name)
 		if code != ExitOK || !strings.Contains(out, "sluice "+c.name) {
 			t.Errorf("help %s: exit %d:\n%s", c.name, code, out)
+		}
+	}
+}
+
+// TestSimErrorsPrintable: a key or value in a scenario file reaches the
+// terminal in an error message; its control characters do not.
+func TestSimErrorsPrintable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "esc.yaml")
+	// YAML's escapes put ESC and RIGHT-TO-LEFT OVERRIDE into the key.
+	src := `duration: 10s` + "\n" + `"\e[2Jkey\u202e": 1` + "\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := run("sim", path)
+	if code != ExitUsage || !strings.Contains(errs, `\x1b[2Jkey\u202e: unknown key`) {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if strings.ContainsAny(errs, "\x1b\u202e") {
+		t.Errorf("stderr holds raw control characters: %q", errs)
+	}
+}
+
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain: ok\nnext": "plain: ok\nnext",
+		"a\x1bb\tc":       `a\x1bb\tc`,
+		"bidi\u202ex":     `bidi\u202ex`,
+		"bad\xffutf8 é":   `bad\xffutf8 é`,
+	} {
+		if got := escape(in); got != want {
+			t.Errorf("escape(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -6,6 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
@@ -14,47 +19,78 @@ import (
 func runSim(e env, fs *flag.FlagSet, args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
 	plotPath := fs.String("plot", "", "also draw goodput, latency and limit over time into `FILE` (.svg or .png)")
-	seed := fs.Uint64("seed", 0, "override the scenario's random seed (0: keep the file's)")
-	duration := fs.Duration("duration", 0, "override the scenario's simulated `duration` (0: keep the file's)")
+	seed := fs.Uint64("seed", 0, "override the scenario's random seed (any value, 0 included)")
+	duration := fs.Duration("duration", 0, "override the scenario's simulated `duration`")
+	warmup := fs.Duration("warmup", 0, "override the scenario's warm-up: the `time` left out of the summary")
+	interval := fs.Duration("interval", 0, "override the width of one point of the time series (`duration`)")
 	pos, code, ok := parse(fs, args, 1)
 	if !ok {
 		return code
 	}
+	// Which flags were given, so that an explicit 0 (-seed 0) overrides the
+	// file like any other value.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
 	// Check everything before running anything: a typo in -plot must not
 	// cost a long run.
+	var format string
 	if *plotPath != "" {
-		if _, err := report.PlotFormat(*plotPath); err != nil {
+		var err error
+		if format, err = report.PlotFormat(*plotPath); err != nil {
 			return usageError(fs, "-plot", err)
 		}
 		if dir := filepath.Dir(*plotPath); !isDir(dir) {
 			return usageError(fs, "-plot", fmt.Errorf("%q is not a directory", dir))
 		}
 	}
-	if *duration < 0 {
-		return usageError(fs, "-duration", fmt.Errorf("must be >= 0, got %v", *duration))
-	}
-	f, err := scenario.Load(pos[0])
+	f, err := loadScenario(pos[0])
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice sim: %v\n", err)
-		if errors.Is(err, scenario.ErrInvalid) {
-			return ExitUsage
-		}
-		return ExitFail
+		// A file that cannot be read is bad input, like one that does
+		// not parse: exit 2 either way, and nothing ran.
+		fmt.Fprintf(e.stderr, "sluice sim: %s\n", escape(err.Error()))
+		return ExitUsage
 	}
-	if *seed != 0 {
+	for _, o := range []struct {
+		flag string
+		dst  *time.Duration
+		v    time.Duration
+	}{{"duration", &f.Duration, *duration}, {"warmup", &f.Warmup, *warmup}, {"interval", &f.Interval, *interval}} {
+		if set[o.flag] {
+			*o.dst = o.v
+		}
+	}
+	if set["seed"] {
 		f.Seed = *seed
 	}
-	if *duration != 0 {
-		f.Duration = *duration
+	if set["duration"] || set["warmup"] || set["interval"] {
 		if err := f.Validate(); err != nil {
-			// The new duration may clash with the file (warm-up, interval).
-			return usageError(fs, "-duration", err)
+			// A new value may clash with the file (a warm-up longer than
+			// the duration, say): name the flags and the file's line.
+			return usageError(fs, flagNames(set, "duration", "warmup", "interval"), err)
 		}
 	}
+	var plotFile *os.File
+	if *plotPath != "" {
+		// Create the file now, so an unwritable path fails before the run.
+		if plotFile, err = os.Create(*plotPath); err != nil {
+			return usageError(fs, "-plot", err)
+		}
+		defer plotFile.Close()
+	}
+	code = simulate(e, f, *asJSON, plotFile, format)
+	if code != ExitOK && plotFile != nil {
+		os.Remove(plotFile.Name()) // nothing to show: leave no empty file
+	}
+	return code
+}
 
+// simulate runs the scenario and writes its report, and its plot when
+// plotFile is not nil.
+func simulate(e env, f *scenario.File, asJSON bool, plotFile *os.File, format string) int {
 	res, err := f.Run()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sluice sim: %v\n", err)
+		fmt.Fprintf(e.stderr, "sluice sim: %s\n", escape(err.Error()))
 		if errors.Is(err, scenario.ErrInvalid) {
 			return ExitUsage
 		}
@@ -62,7 +98,7 @@ func runSim(e env, fs *flag.FlagSet, args []string) int {
 	}
 	r := report.FromSim(f.Scenario, res, f.Report.Within)
 	r.File = f.Path
-	if *asJSON {
+	if asJSON {
 		err = report.JSON(e.stdout, r)
 	} else {
 		err = report.Table(e.stdout, r)
@@ -71,24 +107,76 @@ func runSim(e env, fs *flag.FlagSet, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice sim: writing the report: %v\n", err)
 		return ExitFail
 	}
-	if *plotPath != "" {
-		if err := report.PlotFile(*plotPath, r); err != nil {
+	if plotFile != nil {
+		err := report.Plot(plotFile, format, r)
+		if err == nil {
+			err = plotFile.Close()
+		}
+		if err != nil {
 			fmt.Fprintf(e.stderr, "sluice sim: plot: %v\n", err)
 			return ExitFail
 		}
-		fmt.Fprintf(e.stderr, "sluice sim: wrote %s\n", *plotPath)
+		fmt.Fprintf(e.stderr, "sluice sim: wrote %s\n", escape(plotFile.Name()))
 	}
 	return ExitOK
+}
+
+// loadScenario loads the scenario file at path, with plain words for the
+// names that are not files.
+func loadScenario(path string) (*scenario.File, error) {
+	switch path {
+	case "":
+		return nil, errors.New("the scenario file name is empty")
+	case "-":
+		return nil, errors.New(`"-": a scenario is read from a file, not from standard input`)
+	}
+	if isDir(path) {
+		return nil, fmt.Errorf("%s is a directory, not a scenario file", path)
+	}
+	return scenario.Load(path)
+}
+
+// flagNames lists the flags among names that set holds, as "-a, -b".
+func flagNames(set map[string]bool, names ...string) string {
+	s := ""
+	for _, n := range names {
+		if set[n] {
+			if s != "" {
+				s += ", "
+			}
+			s += "-" + n
+		}
+	}
+	return s
 }
 
 // usageError reports a bad flag value, naming the flag, and returns
 // ExitUsage.
 func usageError(fs *flag.FlagSet, flagName string, err error) int {
-	fmt.Fprintf(fs.Output(), "%s: %s: %v\n", fs.Name(), flagName, err)
+	fmt.Fprintf(fs.Output(), "%s: %s: %s\n", fs.Name(), flagName, escape(err.Error()))
 	return ExitUsage
 }
 
 func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
+}
+
+// escape replaces the characters of s that are not printable, newlines
+// aside, by Go escapes ("\x1b", "\u202e"): error messages quote keys and
+// values from a file, and a terminal escape or a bidirectional-text
+// control there must not reach the terminal.
+func escape(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == '\n' || (unicode.IsPrint(r) && (r != utf8.RuneError || n > 1)) {
+			b.WriteString(s[:n])
+		} else {
+			q := strconv.Quote(s[:n])
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }

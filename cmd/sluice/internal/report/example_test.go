@@ -20,6 +20,7 @@ func tiny() *report.Report {
 			Name: "static-5",
 			Summary: report.Summary{
 				OfferedRPS: 5, GoodputRPS: 2.4, ThroughputRPS: 2.5, CapacityRPS: 3.5, GoodputPct: 68.6,
+				DemandRPS: 5, AchievableRPS: 3.5, GoodputPctOfAchievable: 68.6,
 				Sent: 50, Successes: 24, Rejected: map[string]int64{"limit": 25}, RejectedTotal: 25,
 				Success:   report.Latency{Count: 24, P50: 2000, P90: 2000, P99: 2004, P999: 2004, Max: 2004},
 				Rejection: report.Latency{Count: 25},
@@ -34,10 +35,10 @@ func ExampleTable() {
 		fmt.Println(err)
 	}
 	// Output:
-	// scenario tiny: 10s simulated, seed 1, capacity 3.50 rps
+	// scenario tiny: 10s simulated, seed 1, capacity 3.50 rps, demand 5.00 rps: achievable 3.50 rps
 	//
-	// POLICY    OFFERED/s  GOODPUT/s  %CAP  THROUGHPUT/s  OK p50  OK p99  OK p99.9  TIMEOUTS  ORIGIN ERR  REJECTED       REJ p99
-	// static-5  5.00       2.40       69%   2.50          2.00s   2.00s   2.00s     0         0           25 (limit 25)  0µs
+	// POLICY    OFFERED/s  GOODPUT/s  %ACHIEVABLE  THROUGHPUT/s  OK p50  OK p99  OK p99.9  TIMEOUTS  ORIGIN ERR  REJECTED       REJ p99
+	// static-5  5.00       2.40       69%          2.50          2.00s   2.00s   2.00s     0         0           25 (limit 25)  0µs
 }
 
 func ExampleJSON() {
@@ -89,7 +90,7 @@ func ExampleFromSim() {
 		Duration: time.Minute,
 		Origin:   sim.Origin{Workers: 7, Queue: 100, Service: sim.Dist{Kind: sim.Constant, Mean: 2 * time.Second}},
 		Load:     sim.Load{Rate: 5, Timeout: 2500 * time.Millisecond},
-		Policies: []sim.Policy{{Name: "static-5", Kind: sim.Concurrency, Limit: 5}},
+		Policies: []sim.Policy{sim.ConcurrencyPolicy{Name: "static-5", Limit: 5}},
 	}
 	res, err := sim.Run(s)
 	if err != nil {

@@ -26,7 +26,7 @@ func FromSim(s sim.Scenario, res sim.Result, within time.Duration) *Report {
 		pr := &res.Policies[i]
 		var kind string
 		if i < len(s.Policies) {
-			kind = string(s.Policies[i].Kind)
+			kind = string(s.Policies[i].Kind())
 		}
 		r.Policies = append(r.Policies, Policy{
 			Name:    pr.Name,
@@ -58,13 +58,16 @@ func summary(pr *sim.PolicyResult, window float64, within time.Duration) Summary
 		Success:        latency(ss.Latency),
 		Rejection:      latency(ss.RejectLatency),
 		Wait:           latency(ss.Wait),
+		DemandRPS:      ss.Demand,
+		MeanLatencyMs:  ms(ss.MeanLatency),
+		MeanWaitMs:     ms(ss.MeanWait),
 	}
 	if window > 0 {
 		out.OfferedRPS = float64(ss.Sent) / window
 	}
-	if ss.Capacity > 0 {
-		out.GoodputPct = 100 * ss.Goodput / ss.Capacity
-	}
+	out.GoodputPct = pct(ss.Goodput, ss.Capacity)
+	out.AchievableRPS = ss.Achievable
+	out.GoodputPctOfAchievable = pct(ss.Goodput, out.AchievableRPS)
 	for k, v := range ss.Rejects {
 		if v != 0 {
 			out.Rejected[k] = v
@@ -93,6 +96,7 @@ func points(series []sim.Point) []Point {
 			RejectedByRPS: p.RejectsBy,
 			TimeoutsRPS:   p.Timeouts,
 			CapacityRPS:   p.Capacity,
+			DemandRPS:     p.Demand,
 			P50Ms:         ms(p.P50),
 			P99Ms:         ms(p.P99),
 			Limit:         p.Limit,
@@ -127,23 +131,33 @@ func phases(s sim.Scenario, series []sim.Point) []Phase {
 	out := make([]Phase, 0, len(bounds)-1)
 	for i := 1; i < len(bounds); i++ {
 		from, to := bounds[i-1], bounds[i]
-		var good, capacity float64
+		var good, capacity, demand, achievable float64
 		n := 0
 		for _, p := range series {
 			if p.T > from && p.T <= to {
 				good += p.Goodput
 				capacity += p.Capacity
+				demand += p.Demand
+				achievable += min(p.Demand, p.Capacity) // as sim's Summary.Achievable
 				n++
 			}
 		}
 		ph := Phase{FromS: from.Seconds(), ToS: to.Seconds()}
 		if n > 0 {
-			ph.GoodputRPS, ph.CapacityRPS = good/float64(n), capacity/float64(n)
+			ph.GoodputRPS, ph.CapacityRPS, ph.DemandRPS = good/float64(n), capacity/float64(n), demand/float64(n)
+			ph.AchievableRPS = achievable / float64(n)
 		}
-		if ph.CapacityRPS > 0 {
-			ph.GoodputPct = 100 * ph.GoodputRPS / ph.CapacityRPS
-		}
+		ph.GoodputPct = pct(ph.GoodputRPS, ph.CapacityRPS)
+		ph.GoodputPctOfAchievable = pct(ph.GoodputRPS, ph.AchievableRPS)
 		out = append(out, ph)
 	}
 	return out
+}
+
+// pct is part as a percentage of whole, 0 when whole is 0.
+func pct(part, whole float64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return 100 * part / whole
 }

@@ -21,7 +21,7 @@ func TestPhasesSplitAtOriginChanges(t *testing.T) {
 		Origin: sim.Origin{Workers: 2, Queue: 10, Service: sim.Dist{Kind: sim.Constant, Mean: 100 * time.Millisecond},
 			Changes: []sim.Change{{At: 10 * time.Second, Service: sim.Dist{Kind: sim.Constant, Mean: 400 * time.Millisecond}}}},
 		Load:     sim.Load{Rate: 8, Timeout: time.Second},
-		Policies: []sim.Policy{{Name: "none", Kind: sim.None}},
+		Policies: []sim.Policy{sim.NonePolicy{Name: "none"}},
 	}
 	res, err := sim.Run(sc)
 	if err != nil {
@@ -32,10 +32,17 @@ func TestPhasesSplitAtOriginChanges(t *testing.T) {
 	if len(ph) != 2 || ph[0].FromS != 0 || ph[0].ToS != 10 || ph[1].FromS != 10 || ph[1].ToS != 20 {
 		t.Fatalf("phases %+v, want 0-10 s and 10-20 s", ph)
 	}
-	// Capacity 20 rps, then 5 rps; 8 rps offered: all served, then at most 5.
+	// Capacity 20 rps, then 5 rps, exactly: the point that ends at the
+	// change (10 s) had the old capacity for all its interval. 8 rps
+	// offered: all served, then at most 5.
 	for i, want := range []struct{ capacity, maxGood float64 }{{20, 8}, {5, 5}} {
-		if math.Abs(ph[i].CapacityRPS-want.capacity) > 0.1*want.capacity {
-			t.Errorf("phase %d: capacity %.2f rps, want ≈ %.0f", i, ph[i].CapacityRPS, want.capacity)
+		if ph[i].CapacityRPS != want.capacity {
+			t.Errorf("phase %d: capacity %v rps, want %v", i, ph[i].CapacityRPS, want.capacity)
+		}
+		if achievable := min(8, want.capacity); ph[i].DemandRPS != 8 || ph[i].AchievableRPS != achievable ||
+			ph[i].GoodputPctOfAchievable != 100*ph[i].GoodputRPS/achievable {
+			t.Errorf("phase %d: demand %v, achievable %v, %v%%; want 8, %v, goodput/achievable", i,
+				ph[i].DemandRPS, ph[i].AchievableRPS, ph[i].GoodputPctOfAchievable, achievable)
 		}
 		if ph[i].GoodputRPS <= 0 || ph[i].GoodputRPS > want.maxGood*1.01 {
 			t.Errorf("phase %d: goodput %.2f rps, want in (0, %.0f]", i, ph[i].GoodputRPS, want.maxGood)

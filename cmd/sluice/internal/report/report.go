@@ -13,8 +13,13 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Version is the JSON schema version, bumped only if a field changes meaning.
@@ -62,6 +67,11 @@ type Phase struct {
 	GoodputRPS  float64 `json:"goodput_rps"`
 	CapacityRPS float64 `json:"capacity_rps"`
 	GoodputPct  float64 `json:"goodput_pct_of_capacity"`
+	// DemandRPS, AchievableRPS and GoodputPctOfAchievable are the phase's
+	// as in Summary.
+	DemandRPS              float64 `json:"demand_rps"`
+	AchievableRPS          float64 `json:"achievable_rps"`
+	GoodputPctOfAchievable float64 `json:"goodput_pct_of_achievable"`
 }
 
 // Summary is one policy's figures over the measured window (after the
@@ -79,8 +89,21 @@ type Summary struct {
 	// CapacityRPS is the origin's capacity by Little's law (workers / mean
 	// service time), time-averaged when the origin changes during the run.
 	CapacityRPS float64 `json:"capacity_rps"`
-	// GoodputPct is GoodputRPS as a percentage of CapacityRPS.
+	// GoodputPct is GoodputRPS as a percentage of CapacityRPS. A policy
+	// that served everything offered below capacity reads less than 100%
+	// here: GoodputPctOfAchievable is the figure to compare policies by.
 	GoodputPct float64 `json:"goodput_pct_of_capacity"`
+	// DemandRPS is the clients' requests per second: first attempts due,
+	// sent or not (retries excluded, requests left unsent for want of a
+	// client worker included).
+	DemandRPS float64 `json:"demand_rps"`
+	// AchievableRPS is the most goodput any policy could have had: the
+	// mean of min(demand, capacity) taken interval by interval (the
+	// series' DemandRPS and CapacityRPS), so that overload in one phase and
+	// spare capacity in another do not cancel out. GoodputPctOfAchievable
+	// is GoodputRPS as a percentage of it: the headline.
+	AchievableRPS          float64 `json:"achievable_rps"`
+	GoodputPctOfAchievable float64 `json:"goodput_pct_of_achievable"`
 
 	// Sent counts attempts sent (retries included); Unsent requests not
 	// sent because every client worker was busy; Successes responses within
@@ -113,6 +136,11 @@ type Summary struct {
 	Rejection Latency `json:"rejection_latency_ms"`
 	// Wait is how long admitted requests waited in the policy's queue.
 	Wait Latency `json:"wait_ms"`
+	// MeanLatencyMs is the mean latency of successes; MeanWaitMs the mean
+	// time from the intended send to the start of service, in the policy's
+	// queue and the origin's together, of the requests served.
+	MeanLatencyMs float64 `json:"mean_latency_ms"`
+	MeanWaitMs    float64 `json:"mean_wait_ms"`
 
 	// Within is present when the scenario asks for it (report.within).
 	Within *Within `json:"within,omitempty"`
@@ -155,9 +183,12 @@ type Point struct {
 	// labels of Summary.Rejected); absent when there were none.
 	RejectedByRPS map[string]float64 `json:"rejected_by_reason_rps,omitempty"`
 	TimeoutsRPS   float64            `json:"timeouts_rps"`
-	CapacityRPS   float64            `json:"capacity_rps"`
-	P50Ms         float64            `json:"p50_ms"`
-	P99Ms         float64            `json:"p99_ms"`
+	// CapacityRPS is the origin's capacity averaged over the interval;
+	// DemandRPS the first attempts due in it per second, sent or not.
+	CapacityRPS float64 `json:"capacity_rps"`
+	DemandRPS   float64 `json:"demand_rps"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
 	// Limit is the policy's limit (requests in flight, or per second for a
 	// rate limit; 0 when there is none); InFlight the requests it admitted
 	// and has not released; Queued those waiting in it.
@@ -170,9 +201,37 @@ type Point struct {
 	OriginQueue int `json:"origin_queue"`
 }
 
-// JSON writes r as indented JSON followed by a newline.
+// JSON writes r as indented JSON followed by a newline. Characters that
+// are not printable (a bidirectional-text control in a name, say) are
+// written as \u escapes, which decode to the same string, so that the
+// output is safe to print on a terminal.
 func JSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeJSON(buf.Bytes()))
+	return err
+}
+
+// escapeJSON rewrites the non-printable characters of encoded JSON as \u
+// escapes. Outside strings JSON is printable ASCII and whitespace, so only
+// string contents change. (encoding/json already escapes control
+// characters below U+0020 and invalid UTF-8.)
+func escapeJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == '\n' || unicode.IsPrint(r) || r == utf8.RuneError {
+			out = append(out, b[:n]...)
+		} else {
+			for _, u := range utf16.Encode([]rune{r}) {
+				out = fmt.Appendf(out, "\\u%04x", u)
+			}
+		}
+		b = b[n:]
+	}
+	return out
 }

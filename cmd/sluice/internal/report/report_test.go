@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/sluicehq/sluice/sim"
 	"gonum.org/v1/plot/vg"
@@ -24,11 +25,13 @@ func sample() *Report {
 	}
 	none := Policy{Name: "none", Kind: "none", Summary: Summary{
 		OfferedRPS: 5, GoodputRPS: 0.25, ThroughputRPS: 3.5, CapacityRPS: 3.5, GoodputPct: 7.14,
+		DemandRPS: 5, AchievableRPS: 3.5, GoodputPctOfAchievable: 7.14, MeanLatencyMs: 2400, MeanWaitMs: 400,
 		Sent: 20, Successes: 1, Timeouts: 19, Wasted: 12, Rejected: map[string]int64{},
 		Success: Latency{Count: 1, P50: 2400, P99: 2400, P999: 2400, Max: 2400},
 	}}
 	limited := Policy{Name: "static-5", Kind: "concurrency", Summary: Summary{
 		OfferedRPS: 5, GoodputRPS: 2.5, ThroughputRPS: 2.5, CapacityRPS: 3.5, GoodputPct: 71.4,
+		DemandRPS: 5, AchievableRPS: 3.5, GoodputPctOfAchievable: 71.4, MeanLatencyMs: 2003, MeanWaitMs: 2.5,
 		Sent: 20, Successes: 10, Refused: 1, Rejected: map[string]int64{"limit": 9, "queue_full": 1}, RejectedTotal: 10,
 		Success:   Latency{Count: 10, P50: 2000, P99: 2010, P999: 2010, Max: 2010},
 		Rejection: Latency{Count: 10, P50: 0.001, P99: 0.004, P999: 0.004, Max: 0.004},
@@ -90,7 +93,8 @@ func TestJSONFieldNames(t *testing.T) {
 	for _, k := range []string{"offered_rps", "goodput_rps", "throughput_rps", "capacity_rps",
 		"goodput_pct_of_capacity", "sent", "unsent", "successes", "failed", "timeouts", "refused",
 		"origin_timeouts", "retries", "wasted", "rejected", "rejected_total",
-		"success_latency_ms", "rejection_latency_ms", "wait_ms"} {
+		"success_latency_ms", "rejection_latency_ms", "wait_ms",
+		"demand_rps", "achievable_rps", "goodput_pct_of_achievable", "mean_latency_ms", "mean_wait_ms"} {
 		if _, ok := sum[k]; !ok {
 			t.Errorf("summary: no %q", k)
 		}
@@ -106,7 +110,7 @@ func TestJSONFieldNames(t *testing.T) {
 	}
 	pt := pol["series"].([]any)[0].(map[string]any)
 	for _, k := range []string{"t_s", "offered_rps", "goodput_rps", "throughput_rps", "rejected_rps",
-		"timeouts_rps", "capacity_rps", "p50_ms", "p99_ms", "limit", "in_flight", "queued",
+		"timeouts_rps", "capacity_rps", "demand_rps", "p50_ms", "p99_ms", "limit", "in_flight", "queued",
 		"origin_busy", "origin_queue"} {
 		if _, ok := pt[k]; !ok {
 			t.Errorf("series point: no %q", k)
@@ -125,7 +129,7 @@ func TestTable(t *testing.T) {
 		t.Fatalf("want 5 lines, got %d:\n%s", len(lines), out)
 	}
 	for _, want := range []string{
-		"scenario demo: 4s simulated, seed 7, capacity 3.50 rps",
+		"scenario demo: 4s simulated, seed 7, capacity 3.50 rps, demand 5.00 rps: achievable 3.50 rps",
 		"POLICY", "GOODPUT/s", "REJ p99",
 	} {
 		if !strings.Contains(out, want) {
@@ -273,11 +277,12 @@ func TestTableWithin(t *testing.T) {
 
 func TestFromSim(t *testing.T) {
 	sc := sim.Scenario{Name: "x", Seed: 3, Duration: 10 * time.Second, Warmup: 2 * time.Second,
-		Policies: []sim.Policy{{Name: "static", Kind: sim.Concurrency, Limit: 5}}}
+		Policies: []sim.Policy{sim.ConcurrencyPolicy{Name: "static", Limit: 5}}}
 	res := sim.Result{Scenario: "x", Seed: 3, Policies: []sim.PolicyResult{{
 		Name: "static",
 		Summary: sim.Summary{
-			Sent: 40, Successes: 16, Failed: 5, Goodput: 2, Throughput: 3, Capacity: 4,
+			Sent: 40, Successes: 16, Failed: 5, Goodput: 2, Throughput: 3, Capacity: 4, Demand: 2.5, Achievable: 2.5,
+			MeanLatency: 1600 * time.Millisecond, MeanWait: 250 * time.Millisecond,
 			Rejects: map[string]int64{"limit": 5, "shed": 0},
 			Latency: sim.Percentiles{Count: 16, P50: 1500 * time.Millisecond, P99: 2 * time.Second},
 		},
@@ -297,6 +302,14 @@ func TestFromSim(t *testing.T) {
 	}
 	if s.GoodputPct != 50 {
 		t.Errorf("goodput pct = %v, want 50", s.GoodputPct)
+	}
+	// 2 rps of the 2.5 the clients wanted, below the capacity of 4: the
+	// demand was the bound.
+	if s.DemandRPS != 2.5 || s.AchievableRPS != 2.5 || s.GoodputPctOfAchievable != 80 {
+		t.Errorf("demand %v, achievable %v, pct %v; want 2.5, 2.5, 80", s.DemandRPS, s.AchievableRPS, s.GoodputPctOfAchievable)
+	}
+	if s.MeanLatencyMs != 1600 || s.MeanWaitMs != 250 {
+		t.Errorf("means %v ms, %v ms; want 1600 and 250", s.MeanLatencyMs, s.MeanWaitMs)
 	}
 	if s.Failed != 5 {
 		t.Errorf("failed = %d, want 5", s.Failed)
@@ -353,6 +366,7 @@ func TestFromSimKnowsEverySummaryField(t *testing.T) {
 		"Throughput": true, "Capacity": true, "Rejects": true, "Refused": true,
 		"OriginTimeouts": true, "Timeouts": true, "Retries": true, "Wasted": true,
 		"Latency": true, "RejectLatency": true, "Wait": true,
+		"Demand": true, "Achievable": true, "MeanLatency": true, "MeanWait": true,
 	}
 	for f := range reflect.TypeFor[sim.Summary]().Fields() {
 		if !known[f.Name] {
@@ -361,9 +375,62 @@ func TestFromSimKnowsEverySummaryField(t *testing.T) {
 	}
 	for f := range reflect.TypeFor[sim.Point]().Fields() {
 		if !map[string]bool{"T": true, "Offered": true, "Goodput": true, "Throughput": true, "Rejects": true, "RejectsBy": true,
-			"Timeouts": true, "Capacity": true, "P50": true, "P99": true, "Limit": true, "InFlight": true,
+			"Timeouts": true, "Capacity": true, "Demand": true, "P50": true, "P99": true, "Limit": true, "InFlight": true,
 			"Queued": true, "OriginBusy": true, "OriginQ": true}[f.Name] {
 			t.Errorf("sim.Point.%s is not in the report: map it in FromSim (and docs/scenarios.md)", f.Name)
 		}
+	}
+}
+
+// TestTableNamesPrintable: names come from a file; a terminal escape or a
+// bidirectional-text control in one must not reach the terminal.
+func TestTableNamesPrintable(t *testing.T) {
+	r := sample()
+	r.Scenario = "demo\x1b]0;pwned\x07"
+	r.Policies[0].Name = "none\u202Eevil"
+	r.Policies[1].Name = "tab\there"
+	r.Policies[0].Phases = []Phase{{ToS: 2}, {FromS: 2, ToS: 4}}
+	r.Policies[1].Phases = r.Policies[0].Phases
+	var buf bytes.Buffer
+	if err := Table(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, c := range out {
+		if c != '\n' && !unicode.IsPrint(c) {
+			t.Fatalf("table holds %U:\n%q", c, out)
+		}
+	}
+	for _, want := range []string{`"demo\x1b]0;pwned\a"`, `"none\u202eevil"`, `"tab\there"`} {
+		if strings.Count(out, want) < 1 {
+			t.Errorf("table lacks the escaped name %s:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, `"none\u202eevil"`) != 2 {
+		t.Errorf("the phase table does not escape the name:\n%s", out)
+	}
+}
+
+// TestJSONNamesPrintable: the JSON escapes what the table escapes, and
+// still decodes to the names as they were.
+func TestJSONNamesPrintable(t *testing.T) {
+	r := sample()
+	r.Scenario = "demo\u202eevil\u2066"
+	r.Policies[0].Name = "none\x1b[2J\U000E0041"
+	var buf bytes.Buffer
+	if err := JSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range buf.String() {
+		if c != '\n' && !unicode.IsPrint(c) {
+			t.Fatalf("JSON holds %U", c)
+		}
+	}
+	var back Report
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Scenario != r.Scenario || back.Policies[0].Name != r.Policies[0].Name {
+		t.Errorf("names changed: %q, %q", back.Scenario, back.Policies[0].Name)
 	}
 }

@@ -10,14 +10,20 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Table writes r as a summary table, one row per policy:
 //
-//	POLICY  OFFERED/s  GOODPUT/s  %CAP  THROUGHPUT/s  OK p50  OK p99  OK p99.9  TIMEOUTS  ORIGIN ERR  REJECTED  REJ p99
+//	POLICY  OFFERED/s  GOODPUT/s  %ACHIEVABLE  THROUGHPUT/s  OK p50  OK p99  OK p99.9  TIMEOUTS  ORIGIN ERR  REJECTED  REJ p99
 //
-// Rates are per second; OFFERED counts attempts sent, which differs between
-// policies when clients have few workers or retry; OK latencies are of successes, from the intended
+// The title gives the origin's capacity, the clients' demand and what was
+// achievable, the smaller of the two; %ACHIEVABLE is goodput as a share of
+// it, so a policy that served all it could reads 100% whether the origin or
+// the demand was the bound. Rates are per second; OFFERED counts attempts
+// sent, which differs between policies when clients have few workers or
+// retry; OK latencies are of successes, from the intended
 // send time; TIMEOUTS are requests the client gave up on; ORIGIN ERR those
 // the origin refused or timed out; REJECTED lists the policy's rejections by
 // reason; REJ p99 is how fast the slowest rejections came back. With a
@@ -25,9 +31,11 @@ import (
 // admitted within it.
 func Table(w io.Writer, r *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "scenario %s: %s simulated, seed %d", r.Scenario, fmtSeconds(r.DurationS), r.Seed)
+	fmt.Fprintf(&b, "scenario %s: %s simulated, seed %d", printable(r.Scenario), fmtSeconds(r.DurationS), r.Seed)
 	if len(r.Policies) > 0 {
-		fmt.Fprintf(&b, ", capacity %s rps", fmtRate(r.Policies[0].Summary.CapacityRPS))
+		s := r.Policies[0].Summary
+		fmt.Fprintf(&b, ", capacity %s rps, demand %s rps: achievable %s rps",
+			fmtRate(s.CapacityRPS), fmtRate(s.DemandRPS), fmtRate(s.AchievableRPS))
 	}
 	b.WriteString("\n\n")
 	var within *Within
@@ -35,7 +43,7 @@ func Table(w io.Writer, r *Report) error {
 		within = r.Policies[0].Summary.Within
 	}
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprint(tw, "POLICY\tOFFERED/s\tGOODPUT/s\t%CAP\tTHROUGHPUT/s\tOK p50\tOK p99\tOK p99.9\tTIMEOUTS\tORIGIN ERR\tREJECTED\tREJ p99")
+	fmt.Fprint(tw, "POLICY\tOFFERED/s\tGOODPUT/s\t%ACHIEVABLE\tTHROUGHPUT/s\tOK p50\tOK p99\tOK p99.9\tTIMEOUTS\tORIGIN ERR\tREJECTED\tREJ p99")
 	if within != nil {
 		bound := time.Duration(within.BoundMs * float64(time.Millisecond)).String()
 		fmt.Fprintf(tw, "\tOK<=%s\tADMIT<=%s", bound, bound)
@@ -44,7 +52,7 @@ func Table(w io.Writer, r *Report) error {
 	for _, p := range r.Policies {
 		s := p.Summary
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s",
-			p.Name, fmtRate(s.OfferedRPS), fmtRate(s.GoodputRPS), fmtPct(s.GoodputPct, s.CapacityRPS), fmtRate(s.ThroughputRPS),
+			printable(p.Name), fmtRate(s.OfferedRPS), fmtRate(s.GoodputRPS), fmtPct(s.GoodputPctOfAchievable, s.AchievableRPS), fmtRate(s.ThroughputRPS),
 			fmtLatency(s.Success.P50, s.Success.Count), fmtLatency(s.Success.P99, s.Success.Count),
 			fmtLatency(s.Success.P999, s.Success.Count), s.Timeouts, s.Refused+s.OriginTimeouts,
 			fmtRejected(s), fmtLatency(s.Rejection.P99, s.Rejection.Count))
@@ -69,8 +77,10 @@ func Table(w io.Writer, r *Report) error {
 
 // phaseTable writes goodput per phase of the origin, when it changes:
 //
-//	GOODPUT BY PHASE  0s-1m0s (cap 7.00)  1m0s-3m0s (cap 3.50)  ...
-//	adaptive          4.98 (71%)          3.40 (97%)            ...
+//	GOODPUT BY PHASE  0s-1m0s (cap 7.00, achievable 5.00)  1m0s-3m0s (cap 3.50, achievable 3.50)  ...
+//	adaptive          4.98 (100%)                          3.40 (97%)                             ...
+//
+// The percentages are of what was achievable in the phase.
 func phaseTable(b *strings.Builder, r *Report) error {
 	if len(r.Policies) == 0 || len(r.Policies[0].Phases) < 2 {
 		return nil
@@ -79,13 +89,13 @@ func phaseTable(b *strings.Builder, r *Report) error {
 	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
 	fmt.Fprint(tw, "GOODPUT BY PHASE")
 	for _, ph := range r.Policies[0].Phases {
-		fmt.Fprintf(tw, "\t%s-%s (cap %s)", fmtSeconds(ph.FromS), fmtSeconds(ph.ToS), fmtRate(ph.CapacityRPS))
+		fmt.Fprintf(tw, "\t%s-%s (cap %s, achievable %s)", fmtSeconds(ph.FromS), fmtSeconds(ph.ToS), fmtRate(ph.CapacityRPS), fmtRate(ph.AchievableRPS))
 	}
 	fmt.Fprintln(tw)
 	for _, p := range r.Policies {
-		fmt.Fprint(tw, p.Name)
+		fmt.Fprint(tw, printable(p.Name))
 		for _, ph := range p.Phases {
-			fmt.Fprintf(tw, "\t%s (%s)", fmtRate(ph.GoodputRPS), fmtPct(ph.GoodputPct, ph.CapacityRPS))
+			fmt.Fprintf(tw, "\t%s (%s)", fmtRate(ph.GoodputRPS), fmtPct(ph.GoodputPctOfAchievable, ph.AchievableRPS))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -94,8 +104,8 @@ func phaseTable(b *strings.Builder, r *Report) error {
 
 func fmtRate(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
-func fmtPct(pct, capacity float64) string {
-	if capacity <= 0 {
+func fmtPct(pct, whole float64) string {
+	if whole <= 0 {
 		return "-"
 	}
 	return strconv.FormatFloat(pct, 'f', 0, 64) + "%"
@@ -154,4 +164,17 @@ func sig3(v float64) string {
 
 func fmtSeconds(s float64) string {
 	return strconv.FormatFloat(s, 'f', -1, 64) + "s"
+}
+
+// printable returns s as it is when every character is printable, else
+// quoted with escapes (strconv.Quote): a name comes from a file, and must
+// not send terminal escapes or bidirectional-text controls (which reorder
+// what the reader sees) to the terminal, nor a tab into the table.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -44,16 +44,15 @@ var barSeeds = []uint64{1, 2, 3, 4, 5}
 
 // barPolicies are the policies compared, for an origin of workers workers.
 func barPolicies(workers int) []sim.Policy {
-	q := func(p sim.Policy) sim.Policy {
-		p.Queue, p.Discipline = 50, concurrency.LIFO
-		return p
+	q := func(name string, alg sim.AlgorithmKind) sim.Policy {
+		return sim.AdaptivePolicy{Name: name, Algorithm: alg, Queue: 50, Discipline: concurrency.LIFO}
 	}
 	return []sim.Policy{
-		q(sim.Policy{Name: "little", Kind: sim.Adaptive, Algorithm: sim.Little}),
-		q(sim.Policy{Name: "gradient2", Kind: sim.Adaptive, Algorithm: sim.Gradient2}),
-		q(sim.Policy{Name: "aimd", Kind: sim.Adaptive, Algorithm: sim.AIMD}),
-		q(sim.Policy{Name: "vegas", Kind: sim.Adaptive, Algorithm: sim.Vegas}),
-		{Name: "static+codel", Kind: sim.Concurrency, Limit: workers, Queue: 50, Discipline: concurrency.CoDel},
+		q("little", sim.Little),
+		q("gradient2", sim.Gradient2),
+		q("aimd", sim.AIMD),
+		q("vegas", sim.Vegas),
+		sim.ConcurrencyPolicy{Name: "static+codel", Limit: workers, Queue: 50, Discipline: concurrency.CoDel},
 	}
 }
 
@@ -219,13 +218,13 @@ func TestAdaptiveBars(t *testing.T) {
 	for _, name := range names {
 		for i, f := range out[name] {
 			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f | %.2f | %.2f%% | %d |\n",
-				name, pols[i].Name, 100*f.goodput, f.inFlight, f.p50, 100*f.timeouts, f.rejectsLo)
+				name, pols[i].Label(), 100*f.goodput, f.inFlight, f.p50, 100*f.timeouts, f.rejectsLo)
 		}
 	}
 	t.Log("\n" + b.String())
 	for _, name := range names {
 		for i, f := range out[name] {
-			t.Logf("%s: %s's worst goodput at %s", name, pols[i].Name, f.worstAt)
+			t.Logf("%s: %s's worst goodput at %s", name, pols[i].Label(), f.worstAt)
 		}
 	}
 

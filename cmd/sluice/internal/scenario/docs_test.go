@@ -3,8 +3,11 @@ package scenario
 import (
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/sim"
 )
 
 // TestDocsListEveryKey: docs/scenarios.md names every key a scenario file
@@ -16,7 +19,7 @@ func TestDocsListEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := fileKeys(reflect.TypeFor[File](), "", map[reflect.Type]bool{})
-	if len(keys) < 40 {
+	if len(keys) < 60 {
 		t.Fatalf("found only %d keys: the walk is broken", len(keys))
 	}
 	for _, k := range keys {
@@ -40,6 +43,19 @@ func fileKeys(t reflect.Type, prefix string, seen map[reflect.Type]bool) []strin
 		ft := v.Type()
 		if ft.Kind() == reflect.Slice {
 			ft, path = ft.Elem(), path+"[]"
+		}
+		if ft == policyType {
+			// One type per kind: the keys of each, and kind.
+			keys = append(keys, path+".kind")
+			for _, k := range sim.PolicyKinds() {
+				p, _ := sim.NewPolicy(k)
+				for _, key := range fileKeys(reflect.TypeOf(p), path, seen) {
+					if !slices.Contains(keys, key) {
+						keys = append(keys, key)
+					}
+				}
+			}
+			continue
 		}
 		if ft.Kind() != reflect.Struct || ft == durationType || reflect.PointerTo(ft).Implements(textUnmarshaler) {
 			continue

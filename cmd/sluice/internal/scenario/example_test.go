@@ -25,7 +25,7 @@ policies:
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(f.Name, f.Duration, f.Origin.Workers, f.Load.Timeout, f.Policies[0].Name)
+	fmt.Println(f.Name, f.Duration, f.Origin.Workers, f.Load.Timeout, f.Policies[0].Label())
 	// Output:
 	// slow 1m0s 7 2.5s static-5
 }
@@ -115,6 +115,6 @@ func ExampleFile_Validate() {
 	f.Duration = 1000 * time.Hour // too long to simulate
 	fmt.Println(f.Validate())
 	// Output:
-	// slow.yaml:3: warmup: must be in [0, duration), got 30s
+	// slow.yaml:3: warmup: must be in [0, duration - interval] (9s): the summary needs at least one interval, got 30s
 	// slow.yaml:2: duration: duration 1000h0m0s / interval 1s is 3600000 points per policy, more than the 100000 a run may keep
 }

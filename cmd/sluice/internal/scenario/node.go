@@ -99,8 +99,12 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // "key:" with nothing: leave the default
 	}
-	if v.Type() == durationType {
+	switch v.Type() {
+	case durationType:
 		d.duration(n, path, v)
+		return
+	case policyType:
+		d.policy(n, path, v)
 		return
 	}
 	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
@@ -188,13 +192,14 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 // fields' yaml tags; an unknown or repeated key is an error. YAML merge
 // keys ("<<: *anchor") bring in an anchored mapping's keys; keys written
 // next to them win, as YAML specifies.
-func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
+// Extra fields are keys v does not have (a policy's kind).
+func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value, extra ...field) {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "want a mapping of keys, got %s", describe(n))
 		return
 	}
 	fields := map[string]reflect.Value{}
-	for _, f := range structFields(v) {
+	for _, f := range append(structFields(v), extra...) {
 		fields[f.name] = f.v
 	}
 	explicit := map[string]bool{}

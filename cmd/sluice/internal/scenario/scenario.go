@@ -129,10 +129,10 @@ func (f *File) Validate() error {
 	// would look like one.
 	first := map[string]int{}
 	for i, p := range f.Policies {
-		name := p.Name
-		if name == "" {
-			name = string(p.Kind)
+		if p == nil {
+			continue // sim's Validate has said so
 		}
+		name := p.Label()
 		if j, ok := first[name]; ok {
 			return f.errorAt(fmt.Sprintf("policies[%d].name", i),
 				fmt.Sprintf("%q already names policies[%d]: give each policy its own name", name, j))

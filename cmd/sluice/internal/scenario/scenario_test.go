@@ -55,8 +55,8 @@ func TestParseGood(t *testing.T) {
 		},
 		Load: sim.Load{Arrivals: sim.PoissonArrivals, Rate: 5, Timeout: 2500 * time.Millisecond, ClientWorkers: 10},
 		Policies: []sim.Policy{
-			{Name: "static-5", Kind: sim.Concurrency, Limit: 5},
-			{Kind: sim.Adaptive, Algorithm: sim.AIMD},
+			sim.ConcurrencyPolicy{Name: "static-5", Limit: 5},
+			sim.AdaptivePolicy{Algorithm: sim.AIMD},
 		},
 	}
 	if !reflect.DeepEqual(f.Scenario, want) {
@@ -102,8 +102,8 @@ policies:
 		t.Fatal(err)
 	}
 	want := []sim.Policy{
-		{Name: "a", Kind: sim.Concurrency, Limit: 50, Queue: 10},
-		{Name: "b", Kind: sim.Concurrency, Limit: 50, Queue: 20}, // explicit keys win
+		sim.ConcurrencyPolicy{Name: "a", Limit: 50, Queue: 10},
+		sim.ConcurrencyPolicy{Name: "b", Limit: 50, Queue: 20}, // explicit keys win
 	}
 	if !reflect.DeepEqual(f.Policies, want) {
 		t.Errorf("got  %+v\nwant %+v", f.Policies, want)
@@ -151,7 +151,9 @@ func TestParseBad(t *testing.T) {
 		{"unknown distribution", "{kind: constant, mean: 2s}", "{kind: gaussian, mean: 2s}", `bad.yaml:12: origin.changes[0].service.kind: unknown distribution "gaussian"`},
 		{"required field left out", "    limit: 5\n", "", "bad.yaml:19: policies[0].limit: must be > 0 for a concurrency policy, got 0 (not set in the file)"},
 		{"required top-level field left out", "duration: 30s\n", "", "bad.yaml:1: duration: must be > 0, got 0s (not set in the file)"},
-		{"field of the wrong kind", "    algorithm: aimd\n", "    algorithm: aimd\n    rate: 10\n", "bad.yaml:24: policies[1].rate: rate and burst apply only"},
+		{"field of the wrong kind", "    algorithm: aimd\n", "    algorithm: aimd\n    rate: 10\n", "bad.yaml:24: policies[1].rate: unknown key (known here: aimd, algorithm, codel_interval, codel_target, discipline, gradient2, kind, limit, little, max_limit, max_wait, min_limit, name, queue, vegas)"},
+		{"policy without a kind", "kind: adaptive", "name: kindless", `bad.yaml:22: policies[1].kind: is required (none, concurrency, adaptive, token-bucket, ticker)`},
+		{"kind from a merge key", "report:\n", "  - {<<: {kind: token-bucket}, rate: 5, limit: 3}\nreport:\n", "bad.yaml:24: policies[2].limit: unknown key (known here: burst, kind, max_wait, name, rate)"},
 		{"report.within negative", "within: 1s", "within: -1s", "bad.yaml:25: report.within: must be >= 0"},
 		{"two policies, one name", "    algorithm: aimd\n", "    algorithm: aimd\n  - kind: none\n  - kind: none\n", `bad.yaml:25: policies[3].name: "none" already names policies[2]: give each policy its own name (not set in the file)`},
 		// Runs too large to simulate are refused before they start.

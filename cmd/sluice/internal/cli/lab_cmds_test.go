@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var servingOn = regexp.MustCompile(`serving on (http://\S+/)`)
+
+// startOrigin runs "sluice origin" in-process for d and returns its URL and
+// a function that waits for it to end and returns its exit code and output.
+func startOrigin(t *testing.T, d time.Duration, args ...string) (string, func() (int, string)) {
+	t.Helper()
+	var out, errw syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(append([]string{"origin", "-addr", "127.0.0.1:0", "-for", d.String()}, args...), &out, &errw)
+	}()
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
+		if m := servingOn.FindStringSubmatch(out.String()); m != nil {
+			return m[1], func() (int, string) { return <-done, out.String() }
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("origin exited %d: %s%s", code, out.String(), errw.String())
+		default:
+		}
+	}
+	t.Fatalf("origin did not start: %s%s", out.String(), errw.String())
+	return "", nil
+}
+
+func TestOriginAndLoad(t *testing.T) {
+	url, wait := startOrigin(t, 3*time.Second, "-workers", "7", "-work", "1s", "-queue", "100", "-timescale", "0.01")
+	code, out, errs := run("load", "-rate", "200", "-duration", "1s", "-timeout", "500ms", "-json", url)
+	if code != ExitOK {
+		t.Fatalf("load: exit %d: %s", code, errs)
+	}
+	var res struct {
+		Planned, Sent, OK int64
+		Goodput           float64
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("load -json: %v\n%s", err, out)
+	}
+	// 7 workers at 10 ms serve 700/s: 200/s all get through.
+	if res.Planned != 200 || res.Sent != 200 || res.OK != 200 || res.Goodput != 200 {
+		t.Errorf("load against the origin: %+v", res)
+	}
+	code, out, _ = run("load", "-rate", "100", "-duration", "300ms", url)
+	if code != ExitOK || !strings.Contains(out, "goodput     100.0/s") || !strings.Contains(out, "schedule") {
+		t.Errorf("load summary: exit %d\n%s", code, out)
+	}
+	code, out = wait()
+	if code != ExitOK || !strings.Contains(out, "served 230") {
+		t.Errorf("origin: exit %d\n%s", code, out)
+	}
+}
+
+func TestOriginFromScenario(t *testing.T) {
+	_, wait := startOrigin(t, 100*time.Millisecond, slow, "-queue", "3")
+	code, out := wait()
+	// The file's 7 workers at 2 s (3.5/s), with the flag's queue.
+	if code != ExitOK || !strings.Contains(out, "7 workers, queue 3, constant service, capacity 3.5/s") {
+		t.Errorf("origin %s: exit %d\n%s", slow, code, out)
+	}
+}
+
+func TestLoadSeries(t *testing.T) {
+	url, wait := startOrigin(t, 2*time.Second, "-workers", "10", "-work", "1ms")
+	path := filepath.Join(t.TempDir(), "series.csv")
+	code, _, errs := run("load", "-rate", "50", "-duration", "1s", "-interval", "500ms", "-series", path, url)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "t_s,offered,sent,goodput") || !strings.HasPrefix(lines[1], "0.5,50,50,50,") {
+		t.Errorf("series:\n%s", data)
+	}
+	wait()
+}
+
+func TestOriginBadInput(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("duration: 1m\norigin:\n  workers: 2\n  service: {kind: gamma, mean: 1s}\nload: {rate: 1}\npolicies: [{kind: none}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-workers", "0", "-work", "1s"}, "origin.workers = 0"},
+		{[]string{"-workers", "2"}, "origin.service.mean"},
+		{[]string{"-workers", "2", "-work", "1s", "-dist", "gamma"}, "origin.service.kind"},
+		{[]string{"-workers", "2", "-work", "1s", "-queue", "-5"}, "origin.queue"},
+		{[]string{"-workers", "2", "-work", "1s", "-timescale", "0"}, "-timescale: must be > 0"},
+		{[]string{"-workers", "2", "-work", "1s", "-error-rate", "2"}, "error_rate"},
+		{[]string{"-workers", "x"}, `invalid value "x" for flag -workers`},
+		{[]string{"-work", "1s", "a.yaml", "b.yaml"}, "at most one scenario file"},
+		{[]string{bad}, bad + ":4: origin.service.kind"},
+	} {
+		code, _, errs := run(append([]string{"origin"}, tc.args...)...)
+		if code != ExitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("origin %q: exit %d, stderr %q, want exit 2 naming %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+func TestOriginPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	code, _, errs := run("origin", "-addr", ln.Addr().String(), "-workers", "1", "-work", "1ms")
+	if code != ExitFail || !strings.Contains(errs, "port "+port+" is in use") {
+		t.Errorf("port in use: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestLoadBadInput(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("duration: 1m\norigin: {workers: 1, service: {kind: constant, mean: 1s}}\nload:\n  rate: -4\npolicies: [{kind: none}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "http://127.0.0.1:9/"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rate", "-1", "-duration", "1s", u}, "load.rate = -1"},
+		{[]string{"-rate", "10", u}, "duration"},
+		{[]string{"-rate", "10", "-duration", "1s"}, "missing argument"},
+		{[]string{"-rate", "10", "-duration", "1s", "ftp://x/"}, "url = ftp://x/"},
+		{[]string{"-rate", "10", "-duration", "1s", "-arrivals", "uniform", u}, "load.arrivals"},
+		{[]string{"-rate", "10", "-duration", "1s", "-step", "10s", u}, "want AT=RATE"},
+		{[]string{"-rate", "10", "-duration", "1s", "-step", "2s=5", "-step", "1s=5", u}, "load.steps[1].at"},
+		{[]string{"-rate", "10", "-duration", "1s", "-connections", "0", u}, "-connections"},
+		{[]string{"-rate", "10", "-duration", "1s", "-clients", "3", "http://example.com/"}, "clients"},
+		{[]string{"-rate", "10", "-duration", "1s", "-clients-via", "dns", u}, "clients_via"},
+		{[]string{"-rate", "10", "-duration", "1s", "-H", "nocolon", u}, "want 'Name: value'"},
+		{[]string{"-rate", "10", "-duration", "1s", "-timescale", "0", u}, "-timescale: must be > 0"},
+		{[]string{"-scenario", bad, u}, bad + ":4: load.rate"},
+	} {
+		code, _, errs := run(append([]string{"load"}, tc.args...)...)
+		if code != ExitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("load %q: exit %d, stderr %q, want exit 2 naming %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+func TestLoadUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	start := time.Now()
+	code, _, errs := run("load", "-rate", "10", "-duration", "1m", "http://"+addr+"/")
+	if code != ExitFail || !strings.Contains(errs, "unreachable") || !strings.Contains(errs, addr) {
+		t.Errorf("closed port: exit %d, stderr %q", code, errs)
+	}
+	if el := time.Since(start); el >= time.Second {
+		t.Errorf("took %v", el)
+	}
+}

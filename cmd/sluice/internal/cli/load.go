@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
+	"github.com/sluicehq/sluice/sim"
+)
+
+func runLoad(e env, fs *flag.FlagSet, args []string) int {
+	file := fs.String("scenario", "", "take the schedule from the load: section (and duration, warmup, seed) of `FILE`")
+	rate := fs.Float64("rate", 0, "requests per second (load.rate)")
+	rampTo := fs.Float64("ramp-to", -1, "ramp linearly from -rate to this rate over the duration")
+	var steps stepsFlag
+	fs.Var(&steps, "step", "change the rate at a time: `AT=RATE` (10s=800); repeatable (load.steps)")
+	arrivals := fs.String("arrivals", "", "constant or poisson (load.arrivals; default constant)")
+	duration := fs.Duration("duration", 0, "how long to send (required without -scenario)")
+	warmup := fs.Duration("warmup", 0, "leave this first part out of the summary")
+	timeout := fs.Duration("timeout", 0, "client timeout from each request's intended send time (load.timeout; 0: none)")
+	burst := fs.Int("burst", 0, "send bursts of `N` requests at once (load.bursts.size)")
+	burstEvery := fs.Duration("burst-every", 0, "time between bursts (load.bursts.every)")
+	burstCount := fs.Int("burst-count", 1, "number of bursts (load.bursts.count)")
+	burstAt := fs.Duration("burst-at", 0, "time of the first burst (load.bursts.at)")
+	maxOut := fs.Int("max-outstanding", 0, "most requests outstanding at once; sends beyond are skipped (load.client_workers; default 10000)")
+	clients := fs.Int("clients", 1, "distinct clients, in turn")
+	via := fs.String("clients-via", load.ViaAddr, "how clients differ: addr (127.0.x.y source addresses) or xff (X-Forwarded-For)")
+	timescale := fs.Float64("timescale", 1, "multiply the schedule's durations and divide its rates by `F`")
+	seed := fs.Uint64("seed", 0, "seed of the Poisson arrivals (0: random, or the scenario's)")
+	method := fs.String("method", "GET", "request method")
+	var headers headerFlag
+	fs.Var(&headers, "H", "add a request header `'Name: value'`; repeatable")
+	conns := fs.Int("connections", load.DefaultConnections, "most open connections per client; -1: no cap")
+	noKeepAlive := fs.Bool("no-keepalive", false, "open a new connection for every request")
+	reasonHeader := fs.String("reason-header", load.DefaultReasonHeader, "response header that names a rejection's reason")
+	asJSON := fs.Bool("json", false, "print the result as JSON instead of a summary")
+	series := fs.String("series", "", "write the per-interval series as CSV to `FILE`")
+	interval := fs.Duration("interval", time.Second, "width of one point of the series")
+	pos, code, ok := parse(fs, args, 1)
+	if !ok {
+		return code
+	}
+
+	cfg := load.Config{URL: pos[0]}
+	if *file != "" {
+		f, err := scenario.Load(*file)
+		if err != nil {
+			return fileError(e, "load", err)
+		}
+		cfg.Load, cfg.Duration, cfg.Warmup, cfg.Seed = f.Load, f.Duration, f.Warmup, f.Seed
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["rate"] {
+		cfg.Rate = *rate
+	}
+	if set["arrivals"] {
+		cfg.Arrivals = sim.ArrivalKind(*arrivals)
+	}
+	if set["duration"] {
+		cfg.Duration = *duration
+	}
+	if set["warmup"] {
+		cfg.Warmup = *warmup
+	}
+	if set["timeout"] {
+		cfg.Timeout = *timeout
+	}
+	if set["max-outstanding"] {
+		cfg.ClientWorkers = *maxOut
+		if *maxOut <= 0 {
+			return usageError(fs, "-max-outstanding", fmt.Errorf("must be > 0, got %d", *maxOut))
+		}
+	}
+	if set["seed"] {
+		cfg.Seed = *seed
+	}
+	if len(steps) > 0 {
+		cfg.Steps = steps
+	}
+	if set["ramp-to"] {
+		if len(steps) > 0 {
+			return usageError(fs, "-ramp-to", errors.New("use -step or -ramp-to, not both"))
+		}
+		if cfg.Duration <= 0 {
+			return usageError(fs, "-ramp-to", errors.New("needs -duration"))
+		}
+		cfg.Ramp = true
+		cfg.Steps = []sim.Step{{At: cfg.Duration, Rate: *rampTo}}
+	}
+	if set["burst"] {
+		cfg.Bursts = sim.Bursts{Size: *burst, Every: *burstEvery, Count: *burstCount, At: *burstAt}
+	}
+	if set["clients"] && *clients <= 0 {
+		return usageError(fs, "-clients", fmt.Errorf("must be > 0, got %d", *clients))
+	}
+	if set["interval"] && *interval <= 0 {
+		return usageError(fs, "-interval", fmt.Errorf("must be > 0, got %v", *interval))
+	}
+	cfg.Clients, cfg.ClientsVia, cfg.TimeScale = *clients, *via, *timescale
+	if !(*timescale > 0) { // the library reads 0 as its default
+		return usageError(fs, "-timescale", fmt.Errorf("must be > 0, got %v", *timescale))
+	}
+	cfg.Method, cfg.Header, cfg.DisableKeepAlive, cfg.Connections = *method, http.Header(headers), *noKeepAlive, *conns
+	if *conns == 0 || *conns < -1 {
+		return usageError(fs, "-connections", fmt.Errorf("must be > 0, or -1 for no cap, got %d", *conns))
+	}
+	cfg.ReasonHeader, cfg.Interval = *reasonHeader, *interval
+	if !*asJSON && isTerminal(e.stdout) {
+		cfg.Progress = e.stdout
+	}
+	var seriesFile *os.File
+	if *series != "" {
+		f, err := os.Create(*series)
+		if err != nil {
+			return usageError(fs, "-series", err)
+		}
+		seriesFile = f
+		defer f.Close()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := load.Run(ctx, cfg)
+	switch {
+	case res == nil && errors.Is(err, load.ErrUnreachable):
+		fmt.Fprintf(e.stderr, "sluice load: %v\n", err)
+		return ExitFail
+	case res == nil && err != nil:
+		return configError(fs, err) // the config: nothing was sent
+	}
+	if *asJSON {
+		err = res.WriteJSON(e.stdout)
+	} else {
+		err = res.WriteText(e.stdout)
+	}
+	if err == nil && seriesFile != nil {
+		err = res.WriteSeries(seriesFile)
+		if err == nil {
+			err = seriesFile.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice load: writing the result: %v\n", err)
+		return ExitFail
+	}
+	if res.Interrupted {
+		fmt.Fprintln(e.stderr, "sluice load: interrupted")
+		return ExitFail
+	}
+	return ExitOK
+}
+
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// stepsFlag collects -step AT=RATE.
+type stepsFlag []sim.Step
+
+func (s *stepsFlag) String() string { return "" }
+func (s *stepsFlag) Set(v string) error {
+	at, r, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want AT=RATE (10s=800), got %q", v)
+	}
+	d, err := time.ParseDuration(at)
+	if err != nil {
+		return fmt.Errorf("time %q: %v", at, err)
+	}
+	rate, err := strconv.ParseFloat(r, 64)
+	if err != nil {
+		return fmt.Errorf("rate %q: not a number", r)
+	}
+	*s = append(*s, sim.Step{At: d, Rate: rate})
+	return nil
+}
+
+// headerFlag collects -H 'Name: value'.
+type headerFlag http.Header
+
+func (h *headerFlag) String() string { return "" }
+func (h *headerFlag) Set(v string) error {
+	name, val, ok := strings.Cut(v, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		return fmt.Errorf("want 'Name: value', got %q", v)
+	}
+	if *h == nil {
+		*h = headerFlag{}
+	}
+	http.Header(*h).Add(name, strings.TrimSpace(val))
+	return nil
+}

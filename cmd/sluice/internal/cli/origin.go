@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
+	"github.com/sluicehq/sluice/sim"
+)
+
+func runOrigin(e env, fs *flag.FlagSet, args []string) int {
+	addr := fs.String("addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks a free one)")
+	workers := fs.Int("workers", 0, "requests served at once (origin.workers)")
+	work := fs.Duration("work", 0, "mean service time (origin.service.mean)")
+	dist := fs.String("dist", "", "service-time distribution: constant, exponential, lognormal, bimodal (origin.service.kind; default constant)")
+	sigma := fs.Float64("sigma", 0, "lognormal shape (origin.service.sigma)")
+	tail := fs.Duration("tail", 0, "bimodal slow mode (origin.service.tail)")
+	tailFrac := fs.Float64("tail-fraction", 0, "bimodal probability of the slow mode (origin.service.tail_fraction)")
+	queue := fs.Int("queue", 0, "most requests waiting for a worker; -1 unbounded (origin.queue)")
+	timeout := fs.Duration("timeout", 0, "answer 504 after this long (origin.timeout; 0: never)")
+	timescale := fs.Float64("timescale", 1, "multiply every duration of the model by `F` (0.05: 1s becomes 50ms)")
+	errRate := fs.Float64("error-rate", 0, "fraction of served requests answered 500")
+	seed := fs.Uint64("seed", 0, "seed of the service-time draws (0: random)")
+	runFor := fs.Duration("for", 0, "stop after this long (0: until interrupted)")
+	pos, code, ok := parse(fs, args, -1)
+	if !ok {
+		return code
+	}
+	if len(pos) > 1 {
+		return usageError(fs, "arguments", fmt.Errorf("want at most one scenario file, got %d", len(pos)))
+	}
+
+	var cfg origin.Config
+	if len(pos) == 1 {
+		f, err := scenario.Load(pos[0])
+		if err != nil {
+			return fileError(e, "origin", err)
+		}
+		cfg.Origin = f.Origin
+		cfg.Seed = f.Seed
+	} else {
+		cfg.Service.Kind = sim.Constant
+	}
+	// Flags set on the command line override the file.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["workers"] {
+		cfg.Workers = *workers
+	}
+	if set["work"] {
+		cfg.Service.Mean = *work
+	}
+	if set["dist"] {
+		cfg.Service.Kind = sim.DistKind(*dist)
+	}
+	if set["sigma"] {
+		cfg.Service.Sigma = *sigma
+	}
+	if set["tail"] {
+		cfg.Service.Tail = *tail
+	}
+	if set["tail-fraction"] {
+		cfg.Service.TailFraction = *tailFrac
+	}
+	if set["queue"] {
+		cfg.Queue = *queue
+	}
+	if set["timeout"] {
+		cfg.Timeout = *timeout
+	}
+	if set["seed"] {
+		cfg.Seed = *seed
+	}
+	cfg.TimeScale, cfg.ErrorRate = *timescale, *errRate
+	if !(*timescale > 0) { // the library reads 0 as its default
+		return usageError(fs, "-timescale", fmt.Errorf("must be > 0, got %v", *timescale))
+	}
+	if *runFor < 0 {
+		return usageError(fs, "-for", fmt.Errorf("must be >= 0, got %v", *runFor))
+	}
+
+	srv, err := origin.New(cfg)
+	if err != nil {
+		return configError(fs, err)
+	}
+	defer srv.Close()
+	ln, err := listen(*addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice origin: %v\n", err)
+		return ExitFail
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(e.stdout, "sluice origin: serving on http://%s/ (%d workers, queue %s, %s service, capacity %.1f/s), metrics on /metrics\n",
+		ln.Addr(), cfg.Workers, queueString(cfg.Queue), cfg.Service.Kind, srv.Capacity())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		defer cancel()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		fmt.Fprintf(e.stderr, "sluice origin: %v\n", err)
+		return ExitFail
+	case <-ctx.Done():
+	}
+	srv.Close() // answers what is waiting, so that Shutdown does not wait for it
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	<-errc
+	st := srv.Stats()
+	fmt.Fprintf(e.stdout, "sluice origin: served %d, errors %d, refused %d, timed out %d, most in flight %d\n",
+		st.Served, st.Errors, st.Refused, st.TimedOut, st.MaxInFlight)
+	return ExitOK
+}
+
+func queueString(q int) string {
+	if q == sim.Unbounded {
+		return "unbounded"
+	}
+	return fmt.Sprint(q)
+}
+
+// listen opens a TCP listener; a port in use is reported with the port.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		_, port, _ := net.SplitHostPort(addr)
+		return nil, fmt.Errorf("port %s is in use (listen %s): pick another with -addr", port, addr)
+	}
+	return ln, err
+}
+
+// fileError reports a scenario file error: exit 2 for its content, 1 for
+// reading it.
+func fileError(e env, cmd string, err error) int {
+	fmt.Fprintf(e.stderr, "sluice %s: %v\n", cmd, err)
+	if errors.Is(err, scenario.ErrInvalid) {
+		return ExitUsage
+	}
+	return ExitFail
+}
+
+// configError reports a bad configuration (a *sluice.ConfigError names the
+// field) and returns ExitUsage.
+func configError(fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
+	return ExitUsage
+}

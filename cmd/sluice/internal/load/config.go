@@ -1,0 +1,279 @@
+package load
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// DefaultReasonHeader is the response field read for the reason of a
+// rejection: the one sluice origin writes (origin.ReasonHeader), and the
+// one to set from the middleware's OnReject or the proxy.
+const DefaultReasonHeader = "Sluice-Reason"
+
+// Defaults for the Config fields whose zero value means "default".
+const (
+	DefaultMaxOutstanding = 10_000
+	DefaultConnections    = 1024
+	DefaultInterval       = time.Second
+	DefaultDrain          = 5 * time.Second
+	DefaultLateAfter      = 5 * time.Millisecond
+)
+
+// Bounds on what a Config may ask for: past them a typo, not a plan.
+const (
+	MaxClients   = 64_000 // distinct 127.0.x.y source addresses
+	MaxRate      = 1e6    // requests per second
+	MaxIntervals = 100_000
+)
+
+// How several clients are told apart (Config.ClientsVia).
+const (
+	// ViaAddr gives client i its own source address, 127.0.(i/250).(1+i%250),
+	// with its own connections: what a server sees as RemoteAddr. The
+	// target must be on loopback.
+	ViaAddr = "addr"
+	// ViaXFF sends client i's address, 10.0.(i/250).(1+i%250), in
+	// X-Forwarded-For, for a server or proxy that trusts this peer.
+	ViaXFF = "xff"
+)
+
+// Config configures a Run. The zero value of every field but URL, Load
+// and Duration is a usable default.
+type Config struct {
+	// URL is the target, http:// or https://. Required.
+	URL string
+	// Method is the request method. Default GET.
+	Method string
+	// Header is added to every request. Default none.
+	Header http.Header
+	// DisableKeepAlive opens a new connection for every request. Default
+	// false: connections are kept and reused.
+	DisableKeepAlive bool
+	// Connections caps each client's open connections to the target; a
+	// request due while all are busy waits for one (its latency, measured
+	// from the intended time, includes the wait), so the cap must be above
+	// the concurrency the experiment needs (rate × latency, or a burst's
+	// size), or the generator becomes a limiter itself. The default is
+	// generous for that reason. At tens of thousands of requests per
+	// second on a small machine, cap it near the concurrency actually
+	// needed (32-64, as wrk's -c): HTTP/1.1 holds a connection per
+	// outstanding request, and once a stall makes the generator fall
+	// behind, hundreds of busy connections cost more than they carry, and
+	// it does not catch up (docs/benchmarks.md). Default
+	// DefaultConnections; -1: no cap.
+	Connections int
+
+	// Load is the schedule, as in a scenario file's load: section
+	// (sim.Load documents each field): the arrival process, the rate,
+	// steps or a ramp, bursts, the client Timeout (from each request's
+	// intended send time), and ClientWorkers, the most requests
+	// outstanding at once (a send due while that many are outstanding is
+	// skipped and counted; 0: DefaultMaxOutstanding). Retries are not
+	// supported: they must be zero.
+	sim.Load
+	// Duration is how long the schedule runs. Required.
+	Duration time.Duration
+	// Warmup is left out of the summary (the series still shows it), as
+	// in a scenario. Default 0.
+	Warmup time.Duration
+	// TimeScale multiplies the schedule's durations (Duration, Warmup,
+	// the steps' and bursts' times, Timeout) and divides its rates, so
+	// that a run against an origin with the same TimeScale keeps the
+	// ratios. Default (0) 1.
+	TimeScale float64
+	// Seed seeds the Poisson arrivals. Default 0: a random seed.
+	Seed uint64
+
+	// Clients is how many distinct clients send the load, in turn (for
+	// per-key limits). Default (0) 1: one client, the system's source
+	// address. At most MaxClients.
+	Clients int
+	// ClientsVia is how the clients differ: ViaAddr (default) or ViaXFF.
+	ClientsVia string
+
+	// ReasonHeader is the response field read for a rejection's reason.
+	// Default DefaultReasonHeader.
+	ReasonHeader string
+	// Interval is the width of one point of the series. Default
+	// DefaultInterval; at most MaxIntervals points.
+	Interval time.Duration
+	// LateAfter is how far behind its intended time a send may go before
+	// it is counted late. Default DefaultLateAfter. Latency is measured
+	// from the intended time whatever it is.
+	LateAfter time.Duration
+	// Drain bounds the wait for outstanding responses after the schedule
+	// ends when there is no Timeout; they are then cancelled and counted
+	// as unfinished. Default DefaultDrain.
+	Drain time.Duration
+	// Progress, if not nil, receives a progress line every second,
+	// rewritten in place ("\r"), and a newline at the end. Default nil.
+	Progress io.Writer
+}
+
+// validate checks c, fills in its defaults and applies TimeScale. Field
+// names follow the scenario file's keys (load.rate) and the flags'.
+func (c Config) validate() (Config, error) {
+	bad := func(field string, v any, allowed string) (Config, error) {
+		return c, sluice.NewConfigError("load", field, v, allowed)
+	}
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		return bad("url", nil, "is required")
+	case err != nil:
+		return bad("url", c.URL, "not a URL: "+err.Error())
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("url", c.URL, "must be an http:// or https:// URL")
+	case u.Host == "":
+		return bad("url", c.URL, "has no host")
+	}
+	if c.Method == "" {
+		c.Method = http.MethodGet
+	}
+	if c.TimeScale == 0 {
+		c.TimeScale = 1
+	}
+	if c.Clients == 0 {
+		c.Clients = 1
+	}
+	if c.ClientsVia == "" {
+		c.ClientsVia = ViaAddr
+	}
+	if c.ReasonHeader == "" {
+		c.ReasonHeader = DefaultReasonHeader
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.LateAfter == 0 {
+		c.LateAfter = DefaultLateAfter
+	}
+	if c.Drain == 0 {
+		c.Drain = DefaultDrain
+	}
+	if c.Connections == 0 {
+		c.Connections = DefaultConnections
+	}
+	if c.ClientWorkers == 0 {
+		c.ClientWorkers = DefaultMaxOutstanding
+	}
+	if c.Arrivals == "" {
+		c.Arrivals = sim.ConstantArrivals
+	}
+	switch {
+	case strings.ContainsAny(c.Method, " \t\r\n") || !validToken(c.Method):
+		return bad("method", c.Method, "not an HTTP method")
+	case !(c.TimeScale > 0 && c.TimeScale <= 1000):
+		return bad("timescale", c.TimeScale, "must be in (0, 1000]")
+	case c.Duration <= 0 || c.Duration > 24*time.Hour:
+		return bad("duration", c.Duration, "must be in (0, 24h]")
+	case c.Warmup < 0 || c.Warmup >= c.Duration:
+		return bad("warmup", c.Warmup, "must be in [0, duration)")
+	case c.Clients < 0 || c.Clients > MaxClients:
+		return bad("clients", c.Clients, fmt.Sprintf("must be in [1, %d]", MaxClients))
+	case c.ClientsVia != ViaAddr && c.ClientsVia != ViaXFF:
+		return bad("clients_via", c.ClientsVia, `must be "addr" or "xff"`)
+	case c.Interval < 0:
+		return bad("interval", c.Interval, "must be > 0")
+	case c.LateAfter < 0:
+		return bad("late_after", c.LateAfter, "must be > 0")
+	case c.Connections < -1:
+		return bad("connections", c.Connections, "must be > 0, or -1 for no cap")
+	case c.Drain < 0:
+		return bad("drain", c.Drain, "must be > 0")
+	case c.ClientWorkers < 0:
+		return bad("load.client_workers", c.ClientWorkers, "must be >= 0 (0: default)")
+	case c.Retries != (sim.Retries{}):
+		return bad("load.retries", nil, "retries are not supported by the load generator")
+	case c.Timeout < 0:
+		return bad("load.timeout", c.Timeout, "must be >= 0 (0: none)")
+	case c.Arrivals != sim.ConstantArrivals && c.Arrivals != sim.PoissonArrivals:
+		return bad("load.arrivals", c.Arrivals, "must be constant or poisson")
+	}
+	if c.Clients > 1 && c.ClientsVia == ViaAddr && !loopbackHost(u.Hostname()) {
+		return bad("clients", c.Clients, "distinct source addresses (clients_via addr) need a loopback target, got host "+u.Hostname())
+	}
+	if n := float64(c.Duration) / float64(c.Interval); n > MaxIntervals {
+		return bad("interval", c.Interval, fmt.Sprintf("too small for duration %v: at most %d points", c.Duration, MaxIntervals))
+	}
+	if !validRate(c.Rate) {
+		return bad("load.rate", c.Rate, fmt.Sprintf("must be in [0, %g]", MaxRate))
+	}
+	var last time.Duration
+	for i, st := range c.Steps {
+		f := fmt.Sprintf("load.steps[%d]", i)
+		if st.At <= last {
+			return bad(f+".at", st.At, "steps must be after 0 and in increasing time order")
+		}
+		last = st.At
+		if !validRate(st.Rate) {
+			return bad(f+".rate", st.Rate, fmt.Sprintf("must be in [0, %g]", MaxRate))
+		}
+	}
+	if c.Ramp && len(c.Steps) == 0 {
+		return bad("load.ramp", true, "needs at least one step to ramp to")
+	}
+	b := c.Bursts
+	switch {
+	case b.Size < 0 || b.Size > int(MaxRate):
+		return bad("load.bursts.size", b.Size, fmt.Sprintf("must be in [0, %g]", MaxRate))
+	case b.Size > 0 && b.Count <= 0:
+		return bad("load.bursts.count", b.Count, "must be > 0 with bursts")
+	case b.Size > 0 && b.Count > 1 && b.Every <= 0:
+		return bad("load.bursts.every", b.Every, "must be > 0 with more than one burst")
+	case b.At < 0:
+		return bad("load.bursts.at", b.At, "must be >= 0")
+	case b.Size == 0 && b != (sim.Bursts{}):
+		return bad("load.bursts.size", b.Size, "must be > 0 when bursts are configured")
+	case c.Rate == 0 && b.Size == 0 && len(c.Steps) == 0:
+		return bad("load.rate", c.Rate, "no load: set a rate, steps or bursts")
+	}
+	return c.scaled(), nil
+}
+
+func validRate(r float64) bool { return r >= 0 && r <= MaxRate && !math.IsNaN(r) }
+
+// validToken reports whether s is an HTTP token (a method name).
+func validToken(s string) bool {
+	for _, r := range s {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// scaled applies TimeScale: durations times f, rates over f.
+func (c Config) scaled() Config {
+	f := c.TimeScale
+	if f == 1 {
+		return c
+	}
+	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * f) }
+	c.Duration, c.Warmup, c.Timeout = d(c.Duration), d(c.Warmup), d(c.Timeout)
+	c.Rate /= f
+	c.Steps = append([]sim.Step(nil), c.Steps...)
+	for i := range c.Steps {
+		c.Steps[i].At = d(c.Steps[i].At)
+		c.Steps[i].Rate /= f
+	}
+	c.Bursts.At, c.Bursts.Every = d(c.Bursts.At), d(c.Bursts.Every)
+	return c
+}

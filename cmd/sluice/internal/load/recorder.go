@@ -1,0 +1,231 @@
+package load
+
+import (
+	"sync"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// recorder accumulates a run's events. Every event carries the request's
+// intended send time as an offset from the start (off), which places it in
+// the summary window and in the series; responses also carry their
+// completion offset, for the throughput. It is safe for concurrent use.
+type recorder struct {
+	mu       sync.Mutex
+	cfg      *Config
+	res      Result
+	lat      *hdrhistogram.Histogram
+	ok       *hdrhistogram.Histogram
+	rej      *hdrhistogram.Histogram
+	fail     *hdrhistogram.Histogram
+	lag      *hdrhistogram.Histogram
+	pts      []acc
+	finished int64 // responses completed inside the window (for Throughput)
+	// completions counts responses by the interval they completed in
+	// (Point.Throughput), where everything else goes by intended time.
+	completions []int64
+}
+
+// acc is one interval of the series while the run goes on.
+type acc struct {
+	planned, sent, good, rej, fail, tmo, skipped, late int64
+	ok                                                 *hdrhistogram.Histogram // 2 digits: one per interval
+}
+
+func newRecorder(c *Config) *recorder {
+	n := int((c.Duration + c.Interval - 1) / c.Interval)
+	return &recorder{
+		cfg: c,
+		res: Result{
+			Status: map[int]int64{}, Reasons: map[string]int64{}, Errors: map[string]int64{},
+		},
+		lat: newHist(histDigits), ok: newHist(histDigits), rej: newHist(histDigits),
+		fail: newHist(histDigits), lag: newHist(histDigits),
+		pts: make([]acc, n), completions: make([]int64, n),
+	}
+}
+
+func (r *recorder) measured(off time.Duration) bool {
+	return off >= r.cfg.Warmup && off < r.cfg.Duration
+}
+
+func (r *recorder) point(off time.Duration) *acc {
+	i := min(max(int(off/r.cfg.Interval), 0), len(r.pts)-1)
+	return &r.pts[i]
+}
+
+func (r *recorder) planned(off time.Duration) {
+	r.mu.Lock()
+	r.point(off).planned++
+	if r.measured(off) {
+		r.res.Planned++
+	}
+	r.mu.Unlock()
+}
+
+func (r *recorder) skipped(off time.Duration) {
+	r.mu.Lock()
+	r.point(off).skipped++
+	if r.measured(off) {
+		r.res.Skipped++
+	}
+	r.mu.Unlock()
+}
+
+func (r *recorder) sent(off, lag time.Duration) {
+	late := lag > r.cfg.LateAfter
+	r.mu.Lock()
+	p := r.point(off)
+	p.sent++
+	if late {
+		p.late++
+	}
+	if r.measured(off) {
+		r.res.Sent++
+		record(r.lag, lag)
+		if late {
+			r.res.Late++
+		}
+	}
+	r.mu.Unlock()
+}
+
+// outcome is how one sent request ended.
+type outcome struct {
+	code   int    // the status; 0 for a transport error
+	reason string // ReasonHeader's value
+	err    string // the transport error's kind; "" for a response
+	lat    time.Duration
+	end    time.Duration // completion, as an offset from the start
+}
+
+// unfinished is outcome.err for a request cancelled by the end of the run.
+const unfinished = "unfinished"
+
+func (r *recorder) done(off time.Duration, o outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o.code != 0 {
+		if r.measured(o.end) {
+			r.finished++
+		}
+		if i := int(o.end / r.cfg.Interval); o.end < r.cfg.Duration {
+			r.completions[i]++
+		}
+	}
+	p := r.point(off)
+	in := r.measured(off)
+	res := &r.res
+	if o.err == unfinished {
+		if in {
+			res.Unfinished++
+		}
+		return
+	}
+	var kind *hdrhistogram.Histogram
+	switch {
+	case o.code >= 200 && o.code < 300:
+		kind = r.ok
+		good := r.cfg.Timeout == 0 || o.lat <= r.cfg.Timeout
+		if good {
+			p.good++
+		}
+		if p.ok == nil {
+			p.ok = newHist(2)
+		}
+		record(p.ok, o.lat)
+		if in {
+			res.OK++
+			if good {
+				res.Good++
+			}
+		}
+	case o.reason != "" || o.code == 429 || o.code == 503:
+		kind = r.rej
+		p.rej++
+		if in {
+			res.Rejected++
+			res.Reasons[o.reason]++
+		}
+	default:
+		kind = r.fail
+		p.fail++
+		if o.err == "timeout" {
+			p.tmo++
+		}
+		if in {
+			res.Failed++
+			if o.err != "" {
+				res.Errors[o.err]++
+			}
+		}
+	}
+	if o.code != 0 && in {
+		res.Status[o.code]++
+	}
+	if in {
+		record(r.lat, o.lat)
+		record(kind, o.lat)
+	}
+}
+
+// progress returns the counts so far over the whole run, for the progress
+// line.
+func (r *recorder) progress() (sent, good, rej, fail int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.pts {
+		p := &r.pts[i]
+		sent += p.sent
+		good += p.good
+		rej += p.rej
+		fail += p.fail
+	}
+	return
+}
+
+// result completes the Result; call it once every request has ended.
+func (r *recorder) result() *Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.res
+	c := r.cfg
+	window := (c.Duration - c.Warmup).Seconds()
+	res.Duration, res.Warmup, res.Timeout, res.Clients = c.Duration, c.Warmup, c.Timeout, c.Clients
+	res.Goodput = float64(res.Good) / window
+	res.Offered = float64(res.Planned) / window
+	res.Throughput = float64(r.finished) / window
+	res.SendLag = percentiles(r.lag)
+	res.Latency = percentiles(r.lat)
+	res.Success = percentiles(r.ok)
+	res.Rejection = percentiles(r.rej)
+	res.Failure = percentiles(r.fail)
+	res.Series = make([]Point, len(r.pts))
+	for i := range r.pts {
+		p := &r.pts[i]
+		end := time.Duration(i+1) * c.Interval
+		w := (min(end, c.Duration) - time.Duration(i)*c.Interval).Seconds()
+		pt := Point{
+			T:        end,
+			Offered:  float64(p.planned) / w,
+			Sent:     float64(p.sent) / w,
+			Goodput:  float64(p.good) / w,
+			Rejects:  float64(p.rej) / w,
+			Failures: float64(p.fail) / w,
+			Timeouts: float64(p.tmo) / w,
+			Skipped:  p.skipped,
+			Late:     p.late,
+		}
+		if p.ok != nil {
+			q := percentiles(p.ok)
+			pt.P50, pt.P95, pt.P99 = q.P50, q.P95, q.P99
+		}
+		res.Series[i] = pt
+	}
+	for i, n := range r.completions {
+		w := (min(time.Duration(i+1)*c.Interval, c.Duration) - time.Duration(i)*c.Interval).Seconds()
+		res.Series[i].Throughput = float64(n) / w
+	}
+	return &res
+}

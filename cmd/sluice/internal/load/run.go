@@ -1,0 +1,345 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ErrUnreachable is matched (errors.Is) by the error Run returns when it
+// cannot open a connection to the target before sending anything.
+var ErrUnreachable = errors.New("load: target unreachable")
+
+// probeTimeout bounds the connection Run opens first: an unreachable
+// target is an error in under a second, not a run of timeouts.
+const probeTimeout = 500 * time.Millisecond
+
+// Run sends cfg's schedule to cfg.URL and returns what it measured. It
+// first checks cfg (a *sluice.ConfigError naming the field) and opens one
+// connection to the target (ErrUnreachable if it cannot). Then it sends
+// each request at its intended time, open loop: a slow answer never delays
+// the next send. When ctx ends, Run stops sending, cancels what is
+// outstanding and returns the partial Result (Interrupted) with ctx.Err().
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	c, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(c.URL)
+	cl := newClients(&c)
+	defer cl.close()
+	if err := cl.probe(ctx, u); err != nil {
+		return nil, err
+	}
+
+	seed := c.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	rec := newRecorder(&c)
+	r := &runner{cfg: &c, rec: rec, clients: cl, jobs: make(chan job), stop: make(chan struct{})}
+	// reqCtx outlives ctx by nothing, and ends outstanding requests when
+	// the run is over.
+	reqCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	start := time.Now()
+	stopProgress := r.progress(start)
+	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, seed), start)
+	r.drain(ctx, cancel)
+	stopProgress()
+
+	res := rec.result()
+	res.URL, res.Start = c.URL, start
+	if interrupted {
+		res.Interrupted = true
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+type runner struct {
+	cfg         *Config
+	rec         *recorder
+	clients     *clients
+	jobs        chan job      // to idle workers; unbuffered
+	stop        chan struct{} // closed when the schedule is over and drained
+	wg          sync.WaitGroup
+	outstanding atomic.Int64
+}
+
+// send runs the schedule; it reports whether ctx ended it.
+func (r *runner) send(ctx, reqCtx context.Context, s *schedule, start time.Time) (interrupted bool) {
+	c := r.cfg
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for k := 0; ; k++ {
+		off, ok := s.Next()
+		if !ok || off >= c.Duration {
+			return false
+		}
+		r.rec.planned(off)
+		due := start.Add(off)
+		if wait := time.Until(due); wait > 0 {
+			// Sends that are due together (a burst, or a backlog after a
+			// late wake-up) go out without a sleep between them.
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return true
+			}
+		} else if k&255 == 0 && ctx.Err() != nil {
+			return true
+		}
+		lag := time.Since(due)
+		if r.outstanding.Load() >= int64(c.ClientWorkers) || (c.Timeout > 0 && lag >= c.Timeout) {
+			r.rec.skipped(off)
+			continue
+		}
+		r.rec.sent(off, lag)
+		r.outstanding.Add(1)
+		j := job{k: k, due: due, off: off}
+		select {
+		case r.jobs <- j: // an idle worker takes it
+		default:
+			r.wg.Add(1)
+			go r.worker(reqCtx, j, start)
+		}
+	}
+}
+
+// job is one request to send.
+type job struct {
+	k   int
+	due time.Time
+	off time.Duration
+}
+
+// worker sends j, then the jobs it is handed until the run ends. Workers
+// outlive their request, because a goroutine per request would pay for
+// its creation and for growing its stack through net/http every time: at
+// 20,000 requests per second that was a quarter of the generator's CPU.
+// There are as many as were ever outstanding at once.
+func (r *runner) worker(ctx context.Context, j job, start time.Time) {
+	defer r.wg.Done()
+	for {
+		r.do(ctx, j.k, j.due, j.off, start)
+		r.outstanding.Add(-1)
+		select {
+		case j = <-r.jobs:
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// drain waits for the outstanding requests: until their Timeout, or for
+// Drain when there is none; then it cancels what is left.
+func (r *runner) drain(ctx context.Context, cancel context.CancelFunc) {
+	done := make(chan struct{})
+	go func() {
+		// Outstanding requests end (the workers then idle); then the
+		// workers are told to stop.
+		for r.outstanding.Load() > 0 {
+			time.Sleep(time.Millisecond)
+		}
+		close(done)
+	}()
+	limit := r.cfg.Drain
+	if r.cfg.Timeout > 0 {
+		limit = r.cfg.Timeout + time.Second // their own deadlines end them
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	cancel()
+	<-done
+	close(r.stop)
+	r.wg.Wait()
+}
+
+// do sends request k, due at due, and records how it ended.
+func (r *runner) do(ctx context.Context, k int, due time.Time, off time.Duration, start time.Time) {
+	c := r.cfg
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, due.Add(c.Timeout))
+		defer cancel()
+	}
+	client, xff := r.clients.pick(k)
+	req, err := http.NewRequestWithContext(ctx, c.Method, c.URL, nil)
+	if err != nil { // validate parsed the URL and the method
+		panic(err)
+	}
+	for name, vs := range c.Header {
+		req.Header[name] = vs
+	}
+	if xff != "" {
+		req.Header.Set("X-Forwarded-For", xff)
+	}
+	var o outcome
+	resp, err := client.Do(req)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		o.code = resp.StatusCode
+		if o.code < 200 || o.code >= 300 {
+			o.reason = resp.Header.Get(c.ReasonHeader)
+		}
+		if err != nil { // the status came, the body did not: a failure
+			o.code = 0
+		}
+	}
+	end := time.Now()
+	o.lat, o.end = end.Sub(due), end.Sub(start)
+	if o.code == 0 {
+		o.err = errorKind(ctx, err)
+	}
+	r.rec.done(off, o)
+}
+
+// errorKind names a transport error for Result.Errors.
+func errorKind(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return "timeout"
+	case ctx.Err() != nil:
+		return unfinished
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "eof"
+	}
+	return "other"
+}
+
+// clients are the HTTP clients the load is spread over: one per source
+// address (ViaAddr), or one shared by every X-Forwarded-For name.
+type clients struct {
+	http []*http.Client
+	addr []net.IP // source addresses, ViaAddr with more than one client
+	xff  []string
+}
+
+// clientIP is client i's address in 127.0.0.0/8 (base 127) or 10.0.0.0/8
+// (base 10): base.0.(i/250).(1+i%250), avoiding .0 and .255.
+func clientIP(base byte, i int) net.IP {
+	return net.IPv4(base, 0, byte(i/250), byte(1+i%250))
+}
+
+func newClients(c *Config) *clients {
+	cl := &clients{}
+	n := 1
+	if c.Clients > 1 && c.ClientsVia == ViaAddr {
+		n = c.Clients
+		for i := range n {
+			cl.addr = append(cl.addr, clientIP(127, i))
+		}
+	}
+	if c.Clients > 1 && c.ClientsVia == ViaXFF {
+		for i := range c.Clients {
+			cl.xff = append(cl.xff, clientIP(10, i).String())
+		}
+	}
+	idle := c.ClientWorkers/n + 1
+	conns := 0 // no cap
+	if c.Connections > 0 {
+		conns = c.Connections
+		idle = min(idle, conns)
+	}
+	for i := range n {
+		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+		if cl.addr != nil {
+			d.LocalAddr = &net.TCPAddr{IP: cl.addr[i]}
+		}
+		cl.http = append(cl.http, &http.Client{
+			Transport: &http.Transport{
+				DialContext:         d.DialContext,
+				MaxIdleConns:        0, // no total cap: MaxIdleConnsPerHost bounds each
+				MaxIdleConnsPerHost: idle,
+				MaxConnsPerHost:     conns,
+				IdleConnTimeout:     90 * time.Second,
+				DisableCompression:  true,
+				DisableKeepAlives:   c.DisableKeepAlive,
+			},
+			// A redirect is an answer to count, not to follow.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		})
+	}
+	return cl
+}
+
+func (cl *clients) pick(k int) (*http.Client, string) {
+	var xff string
+	if cl.xff != nil {
+		xff = cl.xff[k%len(cl.xff)]
+	}
+	return cl.http[k%len(cl.http)], xff
+}
+
+// probe opens and closes one connection to u's host, as the first client.
+func (cl *clients) probe(ctx context.Context, u *url.URL) error {
+	d := net.Dialer{Timeout: probeTimeout}
+	if cl.addr != nil {
+		d.LocalAddr = &net.TCPAddr{IP: cl.addr[0]}
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, u.Host, err)
+	}
+	return conn.Close()
+}
+
+func (cl *clients) close() {
+	for _, c := range cl.http {
+		c.CloseIdleConnections()
+	}
+}
+
+// progress prints a progress line every second to cfg.Progress until the
+// returned function is called.
+func (r *runner) progress(start time.Time) (stop func()) {
+	w := r.cfg.Progress
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprintln(w)
+				return
+			case now := <-t.C:
+				sent, good, rej, fail := r.rec.progress()
+				el := now.Sub(start)
+				fmt.Fprintf(w, "\r%5.0fs / %v  sent %d  good %d (%.0f/s)  rejected %d  failed %d  outstanding %d   ",
+					el.Seconds(), r.cfg.Duration, sent, good, float64(good)/el.Seconds(), rej, fail, r.outstanding.Load())
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}

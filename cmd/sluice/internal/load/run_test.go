@@ -1,0 +1,208 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
+	"github.com/sluicehq/sluice/sim"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func serve(t *testing.T, h http.Handler) string {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+func TestRunKeepsSchedule(t *testing.T) {
+	var mu sync.Mutex
+	conns := map[string]bool{}
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+	}))
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 200, Timeout: time.Second}, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Planned != 200 || res.Sent != 200 || res.Skipped != 0 || res.OK != 200 || res.Good != 200 || res.Status[200] != 200 {
+		t.Errorf("200/s for 1s: %+v", res)
+	}
+	if res.Goodput != 200 || res.Offered != 200 {
+		t.Errorf("goodput %v, offered %v, want 200 and 200", res.Goodput, res.Offered)
+	}
+	if res.Success.Count != 200 || res.Success.Max <= 0 || res.Success.Max > time.Second {
+		t.Errorf("success latency: %+v", res.Success)
+	}
+	if len(res.Series) != 1 || res.Series[0].Goodput != 200 {
+		t.Errorf("series: %+v", res.Series)
+	}
+	// Keep-alive: a handful of connections, not one per request.
+	if len(conns) > 50 {
+		t.Errorf("%d connections for 200 requests: keep-alive not used", len(conns))
+	}
+}
+
+func TestRunAgainstOrigin(t *testing.T) {
+	o, err := origin.New(origin.Config{Origin: sim.Origin{Workers: 2, Service: sim.Dist{Kind: sim.Constant, Mean: 50 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	res, err := Run(context.Background(), Config{URL: serve(t, o), Load: sim.Load{Rate: 100, Timeout: time.Second}, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 workers of 50 ms serve at most 40/s; the origin refuses the rest
+	// with its reason.
+	if res.OK+res.Rejected != res.Sent || res.Rejected == 0 || res.Reasons[origin.ReasonQueueFull] != res.Rejected {
+		t.Errorf("result: %+v", res)
+	}
+	if res.OK > 42 || res.Status[503] != res.Rejected {
+		t.Errorf("%d 2xx from an origin that serves 40/s; status %v", res.OK, res.Status)
+	}
+	if st := o.Stats(); st.MaxInFlight < 2 || int64(st.Served) != res.OK {
+		t.Errorf("origin: %+v, load saw %d 2xx", st, res.OK)
+	}
+	if res.Rejection.Count != res.Rejected || res.Rejection.P50 > res.Success.P50 {
+		t.Errorf("rejections: %+v, successes: %+v", res.Rejection, res.Success)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	release := make(chan struct{})
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer close(release)
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 20, Timeout: 100 * time.Millisecond}, Duration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 10 || res.Errors["timeout"] != 10 || res.Good != 0 || res.Goodput != 0 {
+		t.Errorf("every request past its timeout: %+v", res)
+	}
+	// Measured from the intended send time, each gave up at 100 ms.
+	if f := res.Failure; f.P50 < 100*time.Millisecond || f.Max > 200*time.Millisecond {
+		t.Errorf("timeout latency: %+v", f)
+	}
+}
+
+func TestRunUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	start := time.Now()
+	_, err = Run(context.Background(), Config{URL: "http://" + addr + "/", Load: sim.Load{Rate: 10}, Duration: time.Minute})
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("closed port: %v, want ErrUnreachable", err)
+	}
+	if el := time.Since(start); el >= time.Second {
+		t.Errorf("unreachable reported after %v", el)
+	}
+}
+
+func TestRunClients(t *testing.T) {
+	for _, via := range []string{ViaAddr, ViaXFF} {
+		var mu sync.Mutex
+		seen := map[string]int{}
+		url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key, _, _ := net.SplitHostPort(r.RemoteAddr)
+			if via == ViaXFF {
+				key = r.Header.Get("X-Forwarded-For")
+			}
+			mu.Lock()
+			seen[key]++
+			mu.Unlock()
+		}))
+		res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 100}, Duration: 500 * time.Millisecond, Clients: 5, ClientsVia: via})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.OK != 50 || len(seen) != 5 {
+			t.Errorf("via %s: %d 2xx, clients seen %v", via, res.OK, seen)
+		}
+		for k, n := range seen {
+			if n != 10 {
+				t.Errorf("via %s: client %s sent %d, want 10", via, k, n)
+			}
+		}
+	}
+}
+
+func TestRunInterrupted(t *testing.T) {
+	url := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res, err := Run(ctx, Config{URL: url, Load: sim.Load{Rate: 100}, Duration: time.Minute})
+	if !errors.Is(err, context.DeadlineExceeded) || res == nil || !res.Interrupted {
+		t.Fatalf("interrupted run: %v, %+v", err, res)
+	}
+	if time.Since(start) > 2*time.Second || res.OK == 0 {
+		t.Errorf("interrupted after %v with %d 2xx", time.Since(start), res.OK)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	ok := Config{URL: "http://127.0.0.1:1/", Load: sim.Load{Rate: 1}, Duration: time.Second}
+	for _, tc := range []struct {
+		field string
+		edit  func(*Config)
+	}{
+		{"url", func(c *Config) { c.URL = "" }},
+		{"url", func(c *Config) { c.URL = "ftp://x/" }},
+		{"method", func(c *Config) { c.Method = "GE T" }},
+		{"duration", func(c *Config) { c.Duration = 0 }},
+		{"warmup", func(c *Config) { c.Warmup = time.Second }},
+		{"load.rate", func(c *Config) { c.Rate = -1 }},
+		{"load.rate", func(c *Config) { c.Rate = 0 }},
+		{"load.timeout", func(c *Config) { c.Timeout = -1 }},
+		{"load.arrivals", func(c *Config) { c.Arrivals = "uniform" }},
+		{"load.steps[1].at", func(c *Config) { c.Steps = []sim.Step{{At: 2 * time.Second, Rate: 1}, {At: time.Second, Rate: 2}} }},
+		{"load.retries", func(c *Config) { c.Retries.Max = 1 }},
+		{"load.bursts.count", func(c *Config) { c.Bursts.Size = 5 }},
+		{"clients", func(c *Config) { c.Clients = MaxClients + 1 }},
+		{"clients", func(c *Config) { c.Clients = 2; c.URL = "http://example.com/" }},
+		{"clients_via", func(c *Config) { c.ClientsVia = "dns" }},
+		{"timescale", func(c *Config) { c.TimeScale = -1 }},
+		{"interval", func(c *Config) { c.Interval = time.Nanosecond }},
+	} {
+		c := ok
+		tc.edit(&c)
+		_, err := Run(context.Background(), c)
+		var ce *sluice.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field || !errors.Is(err, sluice.ErrInvalidConfig) {
+			t.Errorf("%s: got %v", tc.field, err)
+		}
+	}
+}
+
+func TestTimeScale(t *testing.T) {
+	c, err := Config{URL: "http://127.0.0.1:1/", TimeScale: 0.05, Duration: 60 * time.Second,
+		Load: sim.Load{Rate: 5, Timeout: 2500 * time.Millisecond, Steps: []sim.Step{{At: 20 * time.Second, Rate: 10}}}}.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Duration != 3*time.Second || c.Rate != 100 || c.Timeout != 125*time.Millisecond || c.Steps[0].At != time.Second || c.Steps[0].Rate != 200 {
+		t.Errorf("scaled by 0.05: %+v", c)
+	}
+}

@@ -1,0 +1,242 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/keyed"
+)
+
+// adminHandler is the admin API (see docs/proxy.md).
+func (s *Server) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("GET /config", s.getConfig)
+	mux.HandleFunc("GET /limits", s.getLimits)
+	mux.HandleFunc("PUT /limits/{name}", s.putLimit)
+	return mux
+}
+
+// getConfig answers the serving config as YAML (a valid config file, every
+// default written out), preceded by comments saying where it came from and
+// why the last reload was refused, if it was.
+func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	reloadErr, loaded := s.reloadErr, s.loaded
+	s.mu.Unlock()
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# file: %s\n# loaded: %s\n", s.path, loaded.UTC().Format(time.RFC3339))
+	if reloadErr != nil {
+		w.Header().Set("Sluice-Reload-Error", strings.ReplaceAll(reloadErr.Error(), "\n", "; "))
+		fmt.Fprintf(&buf, "# last reload REFUSED, this config kept serving:\n")
+		for _, l := range strings.Split(reloadErr.Error(), "\n") {
+			fmt.Fprintf(&buf, "#   %s\n", l)
+		}
+	}
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(s.Config()); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// limitsView is one policy in GET /limits.
+type limitsView struct {
+	Name              string     `json:"name"`
+	DryRun            bool       `json:"dry_run"`
+	Rate              *partView  `json:"rate,omitempty"`
+	Concurrency       *partView  `json:"concurrency,omitempty"`
+	PerKeyRate        *keyedView `json:"per_key_rate,omitempty"`
+	PerKeyConcurrency *keyedView `json:"per_key_concurrency,omitempty"`
+}
+
+type partView struct {
+	Limit    float64           `json:"limit"` // per second for a rate, in flight for a concurrency limit
+	Burst    int               `json:"burst,omitempty"`
+	Tokens   *float64          `json:"tokens,omitempty"`
+	Adaptive string            `json:"adaptive,omitempty"`
+	InFlight int               `json:"in_flight"`
+	Queued   int               `json:"queued"`
+	Admitted uint64            `json:"admitted"`
+	Rejected map[string]uint64 `json:"rejected"`
+}
+
+type keyedView struct {
+	partView
+	Keys       int    `json:"keys"`
+	MaxKeys    int    `json:"max_keys"`
+	Evicted    uint64 `json:"evicted"`
+	Overflowed uint64 `json:"overflowed"`
+}
+
+func part(s sluice.Stats) *partView {
+	v := &partView{Limit: s.Limit, InFlight: s.InFlight, Queued: s.Queued, Admitted: s.Admitted, Rejected: map[string]uint64{}}
+	for r, n := range s.Rejected {
+		if n != 0 {
+			v.Rejected[sluice.Reason(r).String()] = n
+		}
+	}
+	return v
+}
+
+func keyedPart(s keyed.Stats) *keyedView {
+	return &keyedView{partView: *part(s.Stats), Keys: s.Keys, MaxKeys: s.MaxKeys, Evicted: s.Evicted, Overflowed: s.Overflowed}
+}
+
+func (p *policy) view() limitsView {
+	v := limitsView{Name: p.name, DryRun: p.spec.DryRun}
+	if p.bucket != nil {
+		v.Rate = part(p.bucket.Stats())
+		v.Rate.Burst = p.bucket.Config().Burst
+		t := p.bucket.Tokens()
+		v.Rate.Tokens = &t
+	}
+	if p.conc != nil {
+		v.Concurrency = part(p.conc.Stats())
+		if a := p.spec.adaptive(); a != nil {
+			v.Concurrency.Adaptive = a.Algorithm
+		}
+	}
+	if p.buckets != nil {
+		v.PerKeyRate = keyedPart(p.buckets.Stats())
+	}
+	if p.perKeyConc != nil {
+		v.PerKeyConcurrency = keyedPart(p.perKeyConc.Stats())
+	}
+	return v
+}
+
+func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) {
+	st := s.cur.Load()
+	out := make([]limitsView, 0, len(st.policyList))
+	for _, p := range st.policyList {
+		out = append(out, p.view())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// limitChange is the body of PUT /limits/NAME: the fields to change.
+type limitChange struct {
+	// Limit is the concurrency limit. With an adaptive algorithm it is
+	// the current limit, which the algorithm moves on from.
+	Limit *int `json:"limit"`
+	// Rate and Burst are the token bucket's (a global one: per-key
+	// buckets are changed by editing the file and reloading).
+	Rate  *float64 `json:"rate"`
+	Burst *int     `json:"burst"`
+}
+
+// putLimit changes a policy's limits at run time. The change is validated
+// in full first: a bad value gets 400 naming the field and changes
+// nothing. It lasts while the policy's definition in the file does not
+// change (a reload keeps the policy, and so the change).
+func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.cur.Load().policies[name]
+	if p == nil {
+		writeError(w, http.StatusNotFound, "", fmt.Sprintf("no policy named %q", name))
+		return
+	}
+	var ch limitChange
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ch); err != nil {
+		field := ""
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field = te.Field
+		} else if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			field = strings.Trim(f, `"`)
+		}
+		writeError(w, http.StatusBadRequest, field, "body: "+err.Error()+` (want e.g. {"limit": 50} or {"rate": 100, "burst": 200})`)
+		return
+	}
+	if field, msg := p.checkChange(ch); field != "" {
+		writeError(w, http.StatusBadRequest, field, msg)
+		return
+	}
+	if ch.Limit != nil {
+		if err := p.conc.SetLimit(*ch.Limit); err != nil { // checked above: not reached
+			writeError(w, http.StatusBadRequest, "limit", err.Error())
+			return
+		}
+	}
+	if ch.Rate != nil {
+		_ = p.bucket.SetRate(*ch.Rate) // checked above
+	}
+	if ch.Burst != nil {
+		_ = p.bucket.SetBurst(*ch.Burst)
+	}
+	s.log.Info("limits changed through the admin API", "policy", name, "limit", ch.Limit, "rate", ch.Rate, "burst", ch.Burst)
+	writeJSON(w, http.StatusOK, p.view())
+}
+
+// checkChange returns the first field of ch that p cannot take, and why.
+func (p *policy) checkChange(ch limitChange) (field, msg string) {
+	if ch.Limit == nil && ch.Rate == nil && ch.Burst == nil {
+		return "body", "changes nothing: give limit, rate or burst"
+	}
+	if ch.Limit != nil {
+		switch {
+		case p.conc == nil:
+			return "limit", fmt.Sprintf("policy %q has no concurrency limit", p.name)
+		case *ch.Limit < 1 || *ch.Limit > concurrency.MaxLimit:
+			return "limit", fmt.Sprintf("must be within [1, %d], got %d", concurrency.MaxLimit, *ch.Limit)
+		}
+	}
+	if ch.Rate != nil || ch.Burst != nil {
+		if p.bucket == nil {
+			f := "rate"
+			if ch.Rate == nil {
+				f = "burst"
+			}
+			return f, fmt.Sprintf("policy %q has no global token bucket (per-key buckets change through the file)", p.name)
+		}
+	}
+	if ch.Rate != nil && (*ch.Rate <= 0 || math.IsInf(*ch.Rate, 0) || math.IsNaN(*ch.Rate)) {
+		return "rate", fmt.Sprintf("must be > 0 and finite, got %v", *ch.Rate)
+	}
+	if ch.Burst != nil && (*ch.Burst < 1) {
+		return "burst", fmt.Sprintf("must be >= 1, got %d", *ch.Burst)
+	}
+	return "", ""
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, field, msg string) {
+	writeJSON(w, code, map[string]string{"field": field, "error": msg})
+}

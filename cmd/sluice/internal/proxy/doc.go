@@ -1,0 +1,26 @@
+// Package proxy is `sluice proxy`: the sluice library as a sidecar, an
+// HTTP reverse proxy (net/http/httputil.ReverseProxy) that puts a limit in
+// front of any service.
+//
+// A config file (Config; every field in docs/proxy.md) lists routes, which
+// match requests by host, path prefix and method and send them to an
+// upstream, and policies, the limits a route's requests pass first: a token
+// bucket (global or per key), a concurrency limit with a queue (fixed, or
+// adaptive), a concurrency limit per key, any of them at once (all or
+// nothing), or a dry run. Each route with a policy is an httplimit.Handler
+// in front of its ReverseProxy; the answers (429 or 503, Retry-After, the
+// RateLimit fields) are httplimit's.
+//
+// The files, along the design's seams:
+//
+//   - config.go: the file's types, decoding (strict, file:line: field
+//     errors, ${ENV}) and validation;
+//   - policy.go: a Policy built from the library; route.go: a Route built,
+//     its ReverseProxy, matching;
+//   - outcome.go: how a proxied request ends for the limiters (5xx and
+//     timeouts are Dropped, a departed client Ignore, long-lived requests
+//     give their permits back early, as Ignore);
+//   - server.go: the serving state, hot reload (a new state built in full,
+//     then swapped; unchanged policies and routes are the same objects),
+//     shutdown; admin.go and metrics.go: the admin API and /metrics.
+package proxy

@@ -1,0 +1,220 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"mime"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// How a proxied request's outcome is told to the limiters:
+//
+//   - an upstream answer of 5xx (502 when the upstream could not be reached,
+//     504 when its headers did not come within the route's timeout) is
+//     Dropped: the upstream is overloaded or failing;
+//   - a client that went away before the answer is Ignore (httplimit sees
+//     the request's context end): it says nothing about the upstream;
+//   - any other answer is Success, with the time to the end of the body;
+//   - a long-lived request is Ignore, and gives its permits back as soon as
+//     it is known to be long-lived, so that it neither holds a concurrency
+//     slot for its whole life nor teaches the adaptive algorithm that the
+//     upstream is slow. Long-lived is: a protocol upgrade (WebSocket; the
+//     connection is hijacked), a server-sent event stream (Content-Type
+//     text/event-stream, known at the response headers), or a body still
+//     being written stream_after (default 10 s) after the request came in.
+//
+// A long poll that answers after a long silence is not told apart from a
+// slow upstream (nothing is written until it answers): give such paths a
+// route of their own without an adaptive limit.
+
+// reqState is one request's bookkeeping: its response writer and the
+// permits it holds, so that they can be given back early. One allocation
+// per request.
+type reqState struct {
+	w           http.ResponseWriter
+	start       time.Time
+	streamAfter time.Duration
+	status      int
+	bytes       int64
+
+	mu      sync.Mutex
+	long    atomic.Bool     // long-lived: outcome Ignore; set under mu
+	permits []sluice.Permit // held through detaching limiters; zero once released
+	buf     [2]sluice.Permit
+}
+
+type stateKey struct{}
+
+func stateFrom(ctx context.Context) *reqState {
+	st, _ := ctx.Value(stateKey{}).(*reqState)
+	return st
+}
+
+// hold records p and returns the permit the caller holds instead.
+func (st *reqState) hold(p sluice.Permit) sluice.Permit {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.permits == nil {
+		st.permits = st.buf[:0]
+	}
+	st.permits = append(st.permits, p)
+	return sluice.NewPermit(st, uint64(len(st.permits)-1))
+}
+
+// Release implements sluice.Releaser for the permits hold returned.
+func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duration) {
+	st.mu.Lock()
+	p := st.take(token)
+	if st.long.Load() {
+		o = sluice.Ignore
+	}
+	st.mu.Unlock()
+	p.Release(o, latency)
+}
+
+// Cancel implements sluice.Releaser.
+func (st *reqState) Cancel(token uint64) {
+	st.mu.Lock()
+	p := st.take(token)
+	st.mu.Unlock()
+	p.Cancel()
+}
+
+func (st *reqState) take(token uint64) sluice.Permit {
+	if token >= uint64(len(st.permits)) {
+		return sluice.Permit{}
+	}
+	p := st.permits[token]
+	st.permits[token] = sluice.Permit{}
+	return p
+}
+
+// becomeLong marks the request long-lived and gives back its permits now.
+func (st *reqState) becomeLong() {
+	st.mu.Lock()
+	if st.long.Load() {
+		st.mu.Unlock()
+		return
+	}
+	st.long.Store(true)
+	held := st.buf
+	n := copy(held[:], st.permits)
+	for i := range st.permits {
+		st.permits[i] = sluice.Permit{}
+	}
+	st.mu.Unlock()
+	lat := time.Since(st.start)
+	for _, p := range held[:n] {
+		p.Release(sluice.Ignore, lat)
+	}
+}
+
+func (st *reqState) isLong() bool { return st.long.Load() }
+
+// outcome is httplimit's Config.Outcome.
+func outcome(r *http.Request, status int) sluice.Outcome {
+	if st := stateFrom(r.Context()); st != nil && st.isLong() {
+		return sluice.Ignore
+	}
+	if status >= 500 {
+		return sluice.Dropped
+	}
+	return sluice.Success
+}
+
+// detaching wraps a limiter so that the permits it grants a request are
+// recorded in the request's state (found in the context Acquire gets), to
+// be given back early if the request turns out long-lived. TryAcquire has
+// no context: its permits (dry run) are held to the end, with outcome
+// Ignore for a long-lived request all the same (see outcome).
+type detaching struct{ sluice.Limiter }
+
+func (d detaching) Acquire(ctx context.Context) (sluice.Permit, error) {
+	p, err := d.Limiter.Acquire(ctx)
+	if err != nil {
+		return p, err
+	}
+	if st := stateFrom(ctx); st != nil {
+		return st.hold(p), nil
+	}
+	return p, nil
+}
+
+type keyedLimiter interface {
+	Acquire(ctx context.Context, key string) (sluice.Permit, error)
+	TryAcquire(key string) (sluice.Permit, error)
+}
+
+type detachingKeyed struct{ keyedLimiter }
+
+func (d detachingKeyed) Acquire(ctx context.Context, key string) (sluice.Permit, error) {
+	p, err := d.keyedLimiter.Acquire(ctx, key)
+	if err != nil {
+		return p, err
+	}
+	if st := stateFrom(ctx); st != nil {
+		return st.hold(p), nil
+	}
+	return p, nil
+}
+
+// The response writer: the status and size for the metrics and the access
+// log, and the signs of a long-lived request.
+
+func (st *reqState) Header() http.Header { return st.w.Header() }
+
+func (st *reqState) WriteHeader(code int) {
+	if st.status == 0 && code >= 200 {
+		st.status = code
+		if ct := st.w.Header().Get("Content-Type"); ct != "" {
+			if mt, _, _ := mime.ParseMediaType(ct); mt == "text/event-stream" {
+				st.becomeLong()
+			}
+		}
+	}
+	if code == http.StatusSwitchingProtocols {
+		st.becomeLong()
+	}
+	st.w.WriteHeader(code)
+}
+
+func (st *reqState) Write(b []byte) (int, error) {
+	if st.status == 0 {
+		st.WriteHeader(http.StatusOK)
+	}
+	st.checkLong()
+	n, err := st.w.Write(b)
+	st.bytes += int64(n)
+	return n, err
+}
+
+func (st *reqState) checkLong() {
+	if !st.long.Load() && time.Since(st.start) > st.streamAfter {
+		st.becomeLong()
+	}
+}
+
+// Flush is for ReverseProxy's FlushInterval (http.ResponseController).
+func (st *reqState) Flush() {
+	if st.status == 0 {
+		st.WriteHeader(http.StatusOK)
+	}
+	st.checkLong()
+	_ = http.NewResponseController(st.w).Flush()
+}
+
+// Hijack is for protocol upgrades: ReverseProxy hijacks the client's
+// connection after the upstream's 101 answer.
+func (st *reqState) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	st.becomeLong()
+	return http.NewResponseController(st.w).Hijack()
+}
+
+// Unwrap is for http.ResponseController's other methods.
+func (st *reqState) Unwrap() http.ResponseWriter { return st.w }

@@ -1,0 +1,254 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/promsluice"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// RecommendedAlgorithm is what "algorithm" means when the file leaves it
+// out: the adaptive package's recommended algorithm. Gradient2 until the
+// package names another.
+const RecommendedAlgorithm = "gradient2"
+
+// algorithms builds each adaptive algorithm from a policy's spec.
+var algorithms = map[string]func(a *AdaptiveSpec) (adaptive.Algorithm, error){
+	"gradient2": func(a *AdaptiveSpec) (adaptive.Algorithm, error) {
+		return adaptive.NewGradient2(adaptive.Gradient2Config{InitialLimit: a.InitialLimit, MinLimit: a.MinLimit, MaxLimit: a.MaxLimit, Timeout: a.Timeout})
+	},
+	"vegas": func(a *AdaptiveSpec) (adaptive.Algorithm, error) {
+		return adaptive.NewVegas(adaptive.VegasConfig{InitialLimit: a.InitialLimit, MinLimit: a.MinLimit, MaxLimit: a.MaxLimit, Timeout: a.Timeout})
+	},
+	"aimd": func(a *AdaptiveSpec) (adaptive.Algorithm, error) {
+		return adaptive.NewAIMD(adaptive.AIMDConfig{InitialLimit: a.InitialLimit, MinLimit: a.MinLimit, MaxLimit: a.MaxLimit, Timeout: a.Timeout})
+	},
+}
+
+func algorithmNames() string {
+	var ns []string
+	for n := range algorithms {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return strings.Join(ns, ", ")
+}
+
+// policy is a Policy built from the library: the limiters and their state.
+// Reloads keep a policy whose definition (def) did not change, so its
+// tokens, adaptive limit and waiters survive.
+type policy struct {
+	name string
+	def  string // the Policy as JSON, defaults filled in
+	spec Policy
+
+	bucket     *rate.Bucket         // rate, not per key
+	conc       *concurrency.Limiter // concurrency, fixed or adaptive
+	buckets    *keyed.Buckets       // rate per key
+	perKeyConc *keyed.Map[*concurrency.Limiter]
+
+	global sluice.Limiter  // every global limit at once; nil if none
+	perKey httplimit.Keyed // every per-key limit at once; nil if none
+	quota  *httplimit.RatePolicy
+
+	collectors []*promsluice.Collector
+}
+
+func definition(p Policy) string {
+	b, err := json.Marshal(p)
+	if err != nil { // Policy holds only plain values
+		panic(err)
+	}
+	return string(b)
+}
+
+// buildPolicy makes the limiters of p (defaults already filled in by
+// validate); at is p's path in the file, for errors.
+func (c *Config) buildPolicy(p Policy, at string) (*policy, error) {
+	pol := &policy{name: p.Name, def: definition(p), spec: p}
+	var globals []sluice.Limiter
+	if r := p.Rate; r != nil {
+		rc := rate.Config{Rate: r.Rate, Burst: r.Burst, MaxWait: r.MaxWait}
+		if r.Rate <= 0 || math.IsInf(r.Rate, 0) {
+			return nil, c.errAt(at+".rate.rate", "must be > 0 requests per second and finite, got %v", r.Rate)
+		}
+		if r.Burst < 1 {
+			return nil, c.errAt(at+".rate.burst", "must be >= 1, got %d", r.Burst)
+		}
+		var err error
+		if r.PerKey {
+			pol.buckets, err = keyed.NewBuckets(keyed.BucketsConfig{Bucket: rc, MaxKeys: p.MaxKeys})
+		} else {
+			pol.bucket, err = rate.NewBucket(rc)
+			var l sluice.Limiter = pol.bucket
+			if r.MaxWait == 0 {
+				l = noWait{l}
+			}
+			globals = append(globals, l)
+		}
+		if err != nil {
+			return nil, c.wrapAt(at+".rate", err)
+		}
+		pol.quota = &httplimit.RatePolicy{
+			Name:   p.Name,
+			Quota:  r.Burst,
+			Window: time.Duration(math.Ceil(float64(r.Burst)/r.Rate)) * time.Second,
+		}
+		pol.quota.Remaining = pol.remaining
+	}
+	if cs := p.Concurrency; cs != nil {
+		cc := concurrency.Config{Limit: cs.Limit, MaxQueue: cs.MaxQueue, MaxWait: cs.MaxWait, Discipline: cs.Discipline}
+		if a := cs.Adaptive; a != nil {
+			alg, err := algorithms[a.Algorithm](a)
+			if err != nil {
+				return nil, c.wrapAt(at+".concurrency.adaptive", err)
+			}
+			cc.Algorithm = alg
+		} else if cs.Limit < 1 || cs.Limit > concurrency.MaxLimit {
+			return nil, c.errAt(at+".concurrency.limit", "must be within [1, %d], got %d", concurrency.MaxLimit, cs.Limit)
+		}
+		var err error
+		if pol.conc, err = concurrency.New(cc); err != nil {
+			return nil, c.wrapAt(at+".concurrency", err)
+		}
+		globals = append(globals, pol.conc)
+	}
+	if ks := p.PerKeyConcurrency; ks != nil {
+		kc := concurrency.Config{Limit: ks.Limit, MaxQueue: ks.MaxQueue, MaxWait: ks.MaxWait}
+		if ks.Limit < 1 || ks.Limit > concurrency.MaxLimit {
+			return nil, c.errAt(at+".per_key_concurrency.limit", "must be within [1, %d], got %d", concurrency.MaxLimit, ks.Limit)
+		}
+		if _, err := concurrency.New(kc); err != nil {
+			return nil, c.wrapAt(at+".per_key_concurrency", err)
+		}
+		var err error
+		pol.perKeyConc, err = keyed.New(keyed.Config[*concurrency.Limiter]{
+			New:     func(string) (*concurrency.Limiter, error) { return concurrency.New(kc) },
+			MaxKeys: p.MaxKeys,
+		})
+		if err != nil {
+			return nil, c.wrapAt(at+".per_key_concurrency", err)
+		}
+	}
+	switch len(globals) {
+	case 0:
+	case 1:
+		pol.global = detaching{globals[0]}
+	default:
+		pol.global = detaching{sluice.All(globals...)}
+	}
+	var buckets keyedLimiter = pol.buckets
+	if pol.buckets != nil && p.Rate.MaxWait == 0 {
+		buckets = noWaitKeyed{pol.buckets}
+	}
+	switch {
+	case pol.buckets != nil && pol.perKeyConc != nil:
+		pol.perKey = detachingKeyed{bothKeyed{buckets, pol.perKeyConc}}
+	case pol.buckets != nil:
+		pol.perKey = detachingKeyed{buckets}
+	case pol.perKeyConc != nil:
+		pol.perKey = detachingKeyed{pol.perKeyConc}
+	}
+	if err := pol.newCollectors(); err != nil {
+		return nil, c.wrapAt(at+".name", err)
+	}
+	return pol, nil
+}
+
+// remaining is the RateLimit field of an admitted request: whole tokens
+// left in its bucket, and the time until the bucket is full.
+func (p *policy) remaining(key string) (int, time.Duration) {
+	var tokens float64
+	var cfg rate.Config
+	if p.buckets != nil {
+		tokens, cfg = p.buckets.Tokens(key), p.spec.Rate.bucketConfig()
+	} else {
+		tokens, cfg = p.bucket.Tokens(), p.bucket.Config()
+	}
+	tokens = max(tokens, 0)
+	reset := time.Duration((float64(cfg.Burst) - tokens) / cfg.Rate * float64(time.Second))
+	return int(tokens), max(reset, 0)
+}
+
+func (r *RateSpec) bucketConfig() rate.Config {
+	return rate.Config{Rate: r.Rate, Burst: r.Burst, MaxWait: r.MaxWait}
+}
+
+// bothKeyed is a per-key token bucket and a per-key concurrency limit, all
+// or nothing: the bucket first, so that a client over its rate never takes
+// a concurrency slot.
+type bothKeyed struct {
+	b keyedLimiter
+	c *keyed.Map[*concurrency.Limiter]
+}
+
+func (k bothKeyed) Acquire(ctx context.Context, key string) (sluice.Permit, error) {
+	return sluice.All(forKey{k.b, key}, k.c.For(key)).Acquire(ctx)
+}
+
+func (k bothKeyed) TryAcquire(key string) (sluice.Permit, error) {
+	return sluice.All(forKey{k.b, key}, k.c.For(key)).TryAcquire()
+}
+
+// forKey is one key of a keyed limiter, as a sluice.Limiter for All.
+type forKey struct {
+	k   keyedLimiter
+	key string
+}
+
+func (f forKey) Acquire(ctx context.Context) (sluice.Permit, error) { return f.k.Acquire(ctx, f.key) }
+func (f forKey) TryAcquire() (sluice.Permit, error)                 { return f.k.TryAcquire(f.key) }
+func (f forKey) Stats() sluice.Stats                                { return sluice.Stats{} }
+
+// noWait is a token bucket with max_wait 0: in the proxy that means a
+// request without a token is refused at once, where the library's 0 means
+// a wait bounded only by the request's context (the client's patience).
+type noWait struct{ sluice.Limiter }
+
+func (n noWait) Acquire(context.Context) (sluice.Permit, error) { return n.TryAcquire() }
+
+type noWaitKeyed struct{ keyedLimiter }
+
+func (n noWaitKeyed) Acquire(_ context.Context, key string) (sluice.Permit, error) {
+	return n.TryAcquire(key)
+}
+
+// keyFunc returns the httplimit key of a policy's key spec, for the route
+// named route; nil means the client IP (httplimit's default).
+func keyFunc(spec, route string) (httplimit.KeyFunc, error) {
+	kind, arg, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "client_ip":
+		if arg == "" {
+			return nil, nil
+		}
+	case "header":
+		if arg != "" && http.CanonicalHeaderKey(arg) != "" && !strings.ContainsAny(arg, " \t:") {
+			return httplimit.HeaderKey(arg), nil
+		}
+		return nil, fmt.Errorf("%q: write header:NAME, e.g. header:X-API-Key", spec)
+	case "route":
+		if arg == "" {
+			return func(*http.Request) (string, bool) { return route, true }, nil
+		}
+	case "method":
+		if arg == "" {
+			return httplimit.MethodKey, nil
+		}
+	}
+	return nil, fmt.Errorf("%q: want client_ip, header:NAME, route or method", spec)
+}
+
+func parseKey(spec string) (httplimit.KeyFunc, error) { return keyFunc(spec, "") }

@@ -1,0 +1,287 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// route is a Route built: its matcher, its ReverseProxy and, with a
+// policy, the httplimit middleware in front of it. Reloads keep a route
+// whose definition (its spec, its policy's and the client-IP settings) did
+// not change, with its connections to the upstream and its counters.
+type route struct {
+	name    string
+	def     string
+	spec    Route
+	policy  *policy
+	limit   *httplimit.Handler // nil without a policy
+	handler http.Handler       // limit, or the proxy itself
+	tr      *http.Transport
+	metrics *routeMetrics
+}
+
+func routeDefinition(r Route, p *policy, ip ClientIPConfig) string {
+	b, err := json.Marshal(struct {
+		Route  Route
+		Policy string
+		IP     ClientIPConfig
+	}{r, policyDef(p), ip})
+	if err != nil {
+		panic(err) // plain values only
+	}
+	return string(b)
+}
+
+func policyDef(p *policy) string {
+	if p == nil {
+		return ""
+	}
+	return p.def
+}
+
+// buildRoute makes the route, with the transport tr (see transports).
+func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport, log *slog.Logger) (*route, error) {
+	u, err := url.Parse(spec.Upstream)
+	if err != nil { // validate parsed it already
+		return nil, c.errAt(at+".upstream", "%v", err)
+	}
+	rt := &route{name: spec.Name, def: routeDefinition(spec, p, c.ClientIP), spec: spec, policy: p}
+	rt.tr = tr
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			prior := pr.In.Header["X-Forwarded-For"]
+			pr.SetURL(u)
+			pr.Out.Host = pr.In.Host // the upstream sees the name the client asked for
+			pr.SetXForwarded()
+			if len(prior) > 0 {
+				// Append to the chain, as the default Director does;
+				// httplimit decides whom to trust when reading it.
+				pr.Out.Header.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+pr.Out.Header.Get("X-Forwarded-For"))
+			}
+		},
+		Transport:     rt.tr,
+		BufferPool:    copyBuffers,
+		FlushInterval: spec.FlushInterval,
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandler:  upstreamError,
+	}
+	rt.handler = rp
+	if p != nil {
+		kf, err := keyFunc(p.spec.Key, spec.Name)
+		if err != nil {
+			return nil, c.errAt(at+".policy", "%v", err)
+		}
+		hc := httplimit.Config{
+			Limiter:          p.global,
+			Policy:           p.quota,
+			DryRun:           p.spec.DryRun,
+			MaxWait:          p.spec.MaxWait,
+			MaxWaiting:       p.spec.MaxWaiting,
+			MaxWaitingPerKey: p.spec.MaxWaitingPerKey,
+			Outcome:          outcome,
+			OnReject:         rejecter(p.spec.QuotaStatus, p.spec.CapacityStatus),
+		}
+		if p.perKey != nil {
+			hc.PerKey = p.perKey
+			hc.Key = kf
+			if kf == nil {
+				hc.ClientIP = httplimit.IPConfig{
+					TrustedProxies: c.ClientIP.TrustedProxies,
+					ProxyHeader:    c.ClientIP.Header,
+					IPv6Prefix:     c.ClientIP.IPv6Prefix,
+				}
+			}
+		}
+		if rt.limit, err = httplimit.New(rp, hc); err != nil {
+			return nil, c.wrapAt(at+".policy", err)
+		}
+		rt.handler = rt.limit
+	}
+	return rt, nil
+}
+
+// transports hands out the upstream transports, one per route timeout,
+// shared by the routes and by their versions across reloads: a reload keeps
+// the connections to the upstreams, and a request still running on an old
+// route returns its connection to a pool that lives on.
+type transports struct {
+	mu sync.Mutex
+	m  map[time.Duration]*http.Transport
+}
+
+func (ts *transports) get(timeout time.Duration) *http.Transport {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if tr := ts.m[timeout]; tr != nil {
+		return tr
+	}
+	tr := &http.Transport{
+		Proxy:                 nil, // never an environment proxy: the upstream is named in the file
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	if ts.m == nil {
+		ts.m = map[time.Duration]*http.Transport{}
+	}
+	ts.m[timeout] = tr
+	return tr
+}
+
+// closeIdle closes the idle connections of every transport.
+func (ts *transports) closeIdle() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, tr := range ts.m {
+		tr.CloseIdleConnections()
+	}
+}
+
+// copyBuffers are the ReverseProxy's body-copy buffers. Without a pool it
+// allocates 32 KiB per request, which on a small heap means a collection
+// every few dozen requests.
+var copyBuffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+// upstreamError answers a request the upstream did not: 504 when its
+// headers did not come in time, 502 otherwise. Both are Dropped (see
+// outcome). A client that went away gets nothing: nobody reads it, and
+// httplimit counts its request as Ignore.
+func upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		http.Error(w, "upstream timed out", http.StatusGatewayTimeout)
+		return
+	}
+	http.Error(w, "upstream unavailable", http.StatusBadGateway)
+}
+
+// rejecter writes a rejection with the policy's statuses.
+func rejecter(quota, capacity int) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		code := httplimit.Status(err)
+		switch {
+		case errors.Is(err, context.Canceled):
+			return // the client left
+		case code == http.StatusTooManyRequests:
+			code = quota
+		case code == http.StatusServiceUnavailable:
+			code = capacity
+		}
+		msg := "over capacity"
+		if errors.Is(err, sluice.ErrQuota) {
+			msg = "over quota"
+		}
+		http.Error(w, msg, code)
+	}
+}
+
+// matches reports whether the route takes r; host is r's host, lower
+// case, without its port.
+func (rt *route) matches(r *http.Request, host string) bool {
+	if rt.spec.Host != "" && rt.spec.Host != host {
+		return false
+	}
+	if !strings.HasPrefix(r.URL.Path, rt.spec.PathPrefix) {
+		return false
+	}
+	return len(rt.spec.Methods) == 0 || slices.Contains(rt.spec.Methods, r.Method)
+}
+
+// sortRoutes orders routes most specific first, so that the first match
+// wins: a named host before any host, a longer path prefix before a
+// shorter one, a method list before all methods; the file's order breaks
+// ties.
+func sortRoutes(rs []*route) {
+	slices.SortStableFunc(rs, func(a, b *route) int {
+		if (a.spec.Host == "") != (b.spec.Host == "") {
+			if a.spec.Host != "" {
+				return -1
+			}
+			return 1
+		}
+		if d := len(b.spec.PathPrefix) - len(a.spec.PathPrefix); d != 0 {
+			return d
+		}
+		if (len(a.spec.Methods) == 0) != (len(b.spec.Methods) == 0) {
+			if len(a.spec.Methods) != 0 {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+}
+
+func requestHost(r *http.Request) string {
+	h := r.Host
+	if hp, _, err := net.SplitHostPort(h); err == nil {
+		h = hp
+	}
+	return strings.ToLower(h)
+}
+
+// serve proxies r through the route, recording what happened.
+func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logger) {
+	st := &reqState{w: w, start: time.Now(), streamAfter: rt.spec.StreamAfter}
+	if rt.limit != nil {
+		// For the limiters' permits (detaching, outcome); a route
+		// without a policy has none.
+		r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	}
+	rt.handler.ServeHTTP(st, r)
+	dur := time.Since(st.start)
+	status := st.status
+	if status == 0 {
+		status = http.StatusOK // nothing written: what net/http sends
+		if st.isLong() {
+			status = http.StatusSwitchingProtocols // hijacked
+		}
+	}
+	rt.metrics.observe(status, dur)
+	if access != nil {
+		access.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("route", rt.name),
+			slog.String("remote", r.RemoteAddr),
+			slog.String("method", r.Method),
+			slog.String("host", r.Host),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", status),
+			slog.Int64("bytes", st.bytes),
+			slog.Duration("duration", dur),
+			slog.Bool("long_lived", st.isLong()))
+	}
+}
+
+func (rt *route) String() string { return fmt.Sprintf("route %q", rt.name) }

@@ -1,0 +1,285 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// state is one config, built: what a request is served by. A reload
+// builds a new state and swaps it in; requests already in flight finish
+// with the one they started with.
+type state struct {
+	cfg        *Config
+	routes     []*route // most specific first
+	policyList []*policy
+	policies   map[string]*policy
+}
+
+func (st *state) match(r *http.Request) *route {
+	host := requestHost(r)
+	for _, rt := range st.routes {
+		if rt.matches(r, host) {
+			return rt
+		}
+	}
+	return nil
+}
+
+// build makes a state from cfg, reusing from old (may be nil) every
+// policy and route whose definition did not change: the same objects, so
+// their limiter state and counters carry on. Nothing of old is changed.
+func build(cfg *Config, old *state, ts *transports, m *metrics, log *slog.Logger) (*state, error) {
+	st := &state{cfg: cfg, policies: map[string]*policy{}}
+	for i, spec := range cfg.Policies {
+		if old != nil {
+			if p := old.policies[spec.Name]; p != nil && p.def == definition(spec) {
+				st.policies[spec.Name] = p
+				st.policyList = append(st.policyList, p)
+				continue
+			}
+		}
+		p, err := cfg.buildPolicy(spec, fmt.Sprintf("policies[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		st.policies[spec.Name] = p
+		st.policyList = append(st.policyList, p)
+	}
+	oldRoutes := map[string]*route{}
+	if old != nil {
+		for _, rt := range old.routes {
+			oldRoutes[rt.name] = rt
+		}
+	}
+	for i, spec := range cfg.Routes {
+		p := st.policies[spec.Policy] // nil without a policy
+		if rt := oldRoutes[spec.Name]; rt != nil && rt.def == routeDefinition(spec, p, cfg.ClientIP) && rt.policy == p {
+			st.routes = append(st.routes, rt)
+			continue
+		}
+		rt, err := cfg.buildRoute(spec, fmt.Sprintf("routes[%d]", i), p, ts.get(spec.Timeout), log)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			rt.metrics = m.forRoute(rt.name)
+		}
+		st.routes = append(st.routes, rt)
+	}
+	sortRoutes(st.routes)
+	return st, nil
+}
+
+// Server is the proxy: its config, its listeners, its admin API. Make one
+// with New; Serve runs it until Shutdown.
+type Server struct {
+	path    string
+	log     *slog.Logger
+	access  *slog.Logger // nil: no access log
+	metrics *metrics
+	noRoute *routeMetrics
+	cur     atomic.Pointer[state]
+
+	mu        sync.Mutex // one reload or limit change at a time
+	reloadErr error      // the last reload's, nil if it succeeded; under mu
+	loaded    time.Time  // when the serving config was loaded; under mu
+	modTime   time.Time  // the file's, when loaded; under mu
+	size      int64
+
+	srv, admin *http.Server
+	draining   atomic.Bool
+	transports transports
+}
+
+// New loads the config file at path and builds the proxy. log receives the
+// proxy's log (nil: a text log on stderr per the file's log settings).
+func New(path string, log *slog.Logger) (*Server, error) {
+	fi, statErr := os.Stat(path)
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = NewLogger(os.Stderr, cfg.Log)
+	}
+	s := &Server{path: path, log: log, loaded: time.Now()}
+	if statErr == nil {
+		s.modTime, s.size = fi.ModTime(), fi.Size()
+	}
+	if cfg.Log.Access {
+		s.access = log.With("log", "access")
+	}
+	s.metrics = newMetrics(s.cur.Load)
+	s.noRoute = s.metrics.forRoute("")
+	st, err := build(cfg, nil, &s.transports, s.metrics, log)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(st)
+	s.metrics.reloaded(true)
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Config returns the serving config.
+func (s *Server) Config() *Config { return s.cur.Load().cfg }
+
+// ServeHTTP routes r.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := s.cur.Load().match(r)
+	if rt == nil {
+		http.Error(w, "no route", http.StatusNotFound)
+		s.noRoute.observe(http.StatusNotFound, 0)
+		return
+	}
+	rt.serve(w, r, s.access)
+}
+
+// Reload reads the config file again and, if it is valid in full, serves
+// it; otherwise the old config keeps serving and the error is returned,
+// logged, shown by the admin API (GET /config) and counted in
+// sluice_proxy_config_reloads_total{result="failure"}.
+func (s *Server) Reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fi, statErr := os.Stat(s.path)
+	err := s.reloadLocked()
+	if statErr == nil {
+		// Remember even a refused file's time, so that polling does not
+		// retry it until it changes again.
+		s.modTime, s.size = fi.ModTime(), fi.Size()
+	}
+	s.reloadErr = err
+	s.metrics.reloaded(err == nil)
+	if err != nil {
+		s.log.Error("config reload refused; the old config keeps serving", "file", s.path, "err", err)
+		return err
+	}
+	s.loaded = time.Now()
+	s.log.Info("config reloaded", "file", s.path)
+	return nil
+}
+
+func (s *Server) reloadLocked() error {
+	cfg, err := LoadConfig(s.path)
+	if err != nil {
+		return err
+	}
+	old := s.cur.Load()
+	st, err := build(cfg, old, &s.transports, s.metrics, s.log)
+	if err != nil {
+		return err
+	}
+	if cfg.Listen != old.cfg.Listen || cfg.Admin.Listen != old.cfg.Admin.Listen || cfg.Log != old.cfg.Log {
+		s.log.Warn("listen, admin.listen and log take effect at the next start, not at a reload")
+	}
+	s.cur.Store(st)
+	for _, rt := range old.routes {
+		if !st.hasRoute(rt.name) {
+			s.metrics.forget(rt.name)
+		}
+	}
+	return nil
+}
+
+func (st *state) hasRoute(name string) bool {
+	for _, rt := range st.routes {
+		if rt.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Watch polls the config file's modification time and size every
+// reload.poll and reloads when they change, until ctx ends.
+func (s *Server) Watch(ctx context.Context) {
+	poll := s.Config().Reload.Poll
+	if poll <= 0 {
+		return
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fi, err := os.Stat(s.path)
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		changed := !fi.ModTime().Equal(s.modTime) || fi.Size() != s.size
+		s.mu.Unlock()
+		if changed {
+			_ = s.Reload() // logged and recorded by Reload
+		}
+	}
+}
+
+// Serve serves proxied requests on ln and the admin API on adminLn until
+// Shutdown; it returns nil after a Shutdown.
+func (s *Server) Serve(ln, adminLn net.Listener) error {
+	errc := make(chan error, 2)
+	go func() { errc <- s.admin.Serve(adminLn) }()
+	go func() { errc <- s.srv.Serve(ln) }()
+	var first error
+	for range 2 {
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && first == nil {
+			first = err
+			s.srv.Close()
+			s.admin.Close()
+		}
+	}
+	return first
+}
+
+// Shutdown stops accepting connections, waits for the requests in flight
+// to finish (at most drain_timeout, or until ctx ends), then closes the
+// admin API. It returns an error if requests were still running when the
+// time was up; those connections are closed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	ctx, cancel := context.WithTimeout(ctx, s.Config().DrainTimeout)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+	}
+	s.admin.Close()
+	s.transports.closeIdle()
+	return err
+}
+
+// Check builds cfg's policies and routes as a start would, and returns
+// the first error: the library's own checks (a limit out of range, say),
+// named at file:line: field. LoadConfig does not build anything.
+func Check(cfg *Config) error {
+	_, err := build(cfg, nil, &transports{}, nil, slog.New(slog.DiscardHandler))
+	return err
+}
+
+// LogStart logs where the proxy listens, and whether its admin API is
+// reachable from other hosts.
+func LogStart(log *slog.Logger, path string, addr, admin net.Addr) {
+	loopback := false
+	if ta, ok := admin.(*net.TCPAddr); ok {
+		loopback = ta.IP.IsLoopback()
+	}
+	if loopback {
+		log.Info("sluice proxy started", "config", path, "listen", addr.String(), "admin", admin.String(), "admin_scope", "loopback only")
+	} else {
+		log.Warn("sluice proxy started; the admin API is NOT on loopback: anyone who reaches it can change limits", "config", path, "listen", addr.String(), "admin", admin.String(), "admin_scope", "network")
+	}
+}

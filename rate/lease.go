@@ -1,0 +1,198 @@
+package rate
+
+import (
+	"runtime"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/internal/counter"
+	"github.com/sluicehq/sluice/internal/gcra"
+)
+
+// Leases: admission that scales with cores.
+//
+// A bucket's state is one word, and every admission must write it: under
+// contention each admission moves that word's cache line from core to core
+// (about 50 ns on a 2-core Xeon VM, more across sockets), whatever the
+// arithmetic costs. So once two cores collide on the word (a failed CAS), a
+// bucket with a large burst splits: the word keeps Burst−P tokens and a set
+// of stripes (picked by the caller's goroutine stack address, as the
+// counters are) holds up to P = stripes×leaseSize more, at most leaseSize
+// each. A caller takes a token from its stripe with a CAS on a line no
+// other core writes; a caller whose stripe is empty takes leaseSize tokens
+// from the word in one CAS (a lease), uses one and leaves the rest in its
+// stripe. One admission in leaseSize writes the shared word.
+//
+// Why that never admits more than the bucket would: the word alone is a
+// bucket of burst Burst−P, so in any window [a, b] it admits at most
+// Burst−P + rate·(b−a) tokens (leases taken inside the window included),
+// and the stripes can add at most the P tokens they held at a. Leased tokens
+// never expire, so the bucket's promise (at most Burst at once, rate on
+// average) holds however long they wait.
+//
+// Why it does not admit less: a caller about to be rejected first takes a
+// token from any stripe (a read of each stripe, no write unless it finds
+// one), Tokens counts the stripes' tokens, and a lease is taken only while
+// the word keeps at least P tokens besides, so tokens are parked only when
+// there are plenty. A setter drains the stripes back into the word before
+// the new state is made from it; a rebase (the same config) hands them on.
+const leaseSize = 32
+
+// lease is one stripe's tokens, on its own pair of cache lines (Intel's
+// adjacent-line prefetcher moves lines in pairs).
+type lease struct {
+	n atomic.Int64
+	_ [128 - 8]byte
+}
+
+type leaseSet []lease
+
+// stripes is the size of a new set: 4 stripes a core, 8 to 64.
+func stripes() int {
+	n := 8
+	for n < 4*runtime.GOMAXPROCS(0) && n < 64 {
+		n *= 2
+	}
+	return n
+}
+
+func newLeaseSet() *leaseSet {
+	ls := make(leaseSet, stripes())
+	return &ls
+}
+
+// parked is the most the stripes of ls hold.
+func (ls *leaseSet) parked() int64 { return int64(len(*ls)) * leaseSize }
+
+// mayLease reports whether state s may split into a word and stripes: a
+// refilling bucket whose burst is at least 4 times what a new set parks
+// (1,024 tokens on up to 2 cores, 8,192 from 16 on), so the word keeps
+// most of it.
+func (s *state) mayLease() bool {
+	return s.Mode == gcra.Rate && s.ls.Load() == nil && s.burst >= 4*int64(stripes())*leaseSize
+}
+
+// stripe returns the calling goroutine's stripe.
+func (ls *leaseSet) stripe() *lease {
+	return &(*ls)[counter.Probe()&uintptr(len(*ls)-1)]
+}
+
+// take takes a token from the caller's stripe, or, if all is set (the
+// rejection path), from any stripe. It returns the caller's stripe and
+// whether that stripe was empty.
+func (ls *leaseSet) take(all bool) (l *lease, empty, ok bool) {
+	l = ls.stripe()
+	if takeOne(l) {
+		return l, false, true
+	}
+	if all {
+		for i := range *ls {
+			if takeOne(&(*ls)[i]) {
+				return l, true, true
+			}
+		}
+	}
+	return l, true, false
+}
+
+func takeOne(l *lease) bool {
+	for {
+		v := l.n.Load()
+		if v <= 0 {
+			return false
+		}
+		if l.n.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
+}
+
+// held returns the tokens the stripes hold.
+func (ls *leaseSet) held() int64 {
+	var n int64
+	for i := range *ls {
+		n += (*ls)[i].n.Load()
+	}
+	return n
+}
+
+// drain empties the stripes and returns the tokens they held.
+func (ls *leaseSet) drain() int64 {
+	var n int64
+	for i := range *ls {
+		n += (*ls)[i].n.Swap(0)
+	}
+	return n
+}
+
+// live reports whether ls is still the current state's set: a setter
+// drains a set and the next state has none, a rebase hands it on.
+func (b *Bucket) live(ls *leaseSet) bool {
+	s := b.st.Load()
+	return s != nil && s.ls.Load() == ls
+}
+
+// leasedGrant completes an admission that took a token from ls: it stands
+// unless ls was drained meanwhile (then the token is dropped and the
+// caller tries again on the new state).
+func (b *Bucket) leasedGrant(ls *leaseSet, count bool) (grant, bool) {
+	if !b.live(ls) {
+		return grant{}, false
+	}
+	if count {
+		b.c.Admit()
+	}
+	return grant{taken: 1, ok: true}, true
+}
+
+// refill takes a lease of leaseSize tokens from word w of s at u for the
+// caller's empty stripe l and admits the caller with one of them. It takes
+// nothing, and reports false, if the word would keep fewer than the parked
+// maximum besides, or moved.
+func (b *Bucket) refill(s *state, w, u int64, ls *leaseSet, l *lease, count bool) (grant, bool) {
+	nw, wu, ok := s.Take(w, u, leaseSize, 0)
+	if !ok || wu > 0 || s.Tokens(nw, u) < float64(ls.parked()) {
+		return grant{}, false
+	}
+	if !s.word.CompareAndSwap(w, nw) {
+		return grant{}, false
+	}
+	if !l.n.CompareAndSwap(0, leaseSize-1) {
+		b.give(leaseSize - 1) // another caller on this stripe refilled it
+	} else if !b.live(ls) {
+		l.n.Swap(0) // drained meanwhile: the drain may have missed these
+	}
+	if count {
+		b.countAdmit(s)
+	}
+	return grant{taken: 1, ok: true}, true
+}
+
+// startLeasing replaces s, on which two cores collided, by the same bucket
+// split into a word and stripes (see above), tokens carried over exactly.
+func (b *Bucket) startLeasing(s *state) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.st.Load() != s || !s.mayLease() {
+		return
+	}
+	ls := newLeaseSet()
+	ns := &state{params: s.params, base: s.base}
+	ns.Burst -= ls.parked()
+	ns.Tau = ns.Burst * ns.Interval
+	w, _ := b.retire(s, false)
+	if u, in := s.Units(clock.Nanos(), s.base); in {
+		// The tokens above the word's new burst go to the stripes.
+		extra := int64(s.Tokens(w, u)) - ns.Burst
+		for i := range *ls {
+			if extra <= 0 {
+				break
+			}
+			(*ls)[i].n.Store(min(extra, leaseSize))
+			extra -= leaseSize
+		}
+	}
+	ns.word.Store(w)
+	ns.ls.Store(ls)
+	b.st.Store(ns)
+}

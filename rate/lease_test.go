@@ -1,0 +1,120 @@
+package rate
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// A bucket that barely refills (one token in 1000 s) and holds 10,000:
+// whatever the goroutines and the stripes do, exactly 10,000 are admitted.
+const (
+	leaseBurst = 10000
+	leaseRate  = 1e-3
+)
+
+func leasingBucket(t *testing.T) *Bucket {
+	t.Helper()
+	b := mustBucket(t, Config{Rate: leaseRate, Burst: leaseBurst})
+	s, _ := b.load()
+	b.startLeasing(s) // as the first collision on the word would
+	if b.st.Load().ls.Load() == nil {
+		t.Fatal("the bucket did not start leasing")
+	}
+	return b
+}
+
+// Splitting into a word and stripes carries the tokens over exactly.
+func TestLeaseStartKeepsTokens(t *testing.T) {
+	b := leasingBucket(t)
+	if tk := b.Tokens(); math.Abs(tk-leaseBurst) > 0.01 {
+		t.Errorf("Tokens = %v after the split, want %d", tk, leaseBurst)
+	}
+	if c := b.Config(); c.Burst != leaseBurst {
+		t.Errorf("Config().Burst = %d, want %d", c.Burst, leaseBurst)
+	}
+	// The whole burst at once: the word alone cannot pay it, so the bucket
+	// joins its stripes again and pays.
+	if r, ok := b.Reserve(leaseBurst, 0); !ok || r.Delay() != 0 {
+		t.Errorf("Reserve(burst) = %v, delay %v; want it paid at once", ok, r.Delay())
+	}
+	if b.st.Load().ls.Load() != nil {
+		t.Error("still split after paying the burst")
+	}
+}
+
+// Goroutines race on the word and the stripes; then one caller drains what
+// is left (a rejection first searches every stripe). The admissions are
+// exactly the burst: none lost in a stripe, none made twice.
+func TestLeaseExactUnderContention(t *testing.T) {
+	b := leasingBucket(t)
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for b.Allow() {
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	for b.Allow() {
+		ok.Add(1)
+	}
+	if got := ok.Load(); got != leaseBurst {
+		t.Errorf("%d admitted, want exactly %d", got, leaseBurst)
+	}
+	if s := b.Stats(); s.Admitted != leaseBurst {
+		t.Errorf("Stats.Admitted = %d, want %d", s.Admitted, leaseBurst)
+	}
+	if tk := b.Tokens(); tk >= 1 {
+		t.Errorf("Tokens = %v after draining, want < 1", tk)
+	}
+}
+
+// A setter drains the stripes into the word it builds the new state from:
+// tokens parked in stripes are neither lost nor kept twice.
+func TestLeaseSetterDrainsStripes(t *testing.T) {
+	b := leasingBucket(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				if !b.Allow() {
+					t.Error("rejected with tokens left")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := b.SetRate(2 * leaseRate); err != nil {
+		t.Fatal(err)
+	}
+	if b.st.Load().ls.Load() != nil {
+		t.Error("the new state kept the old stripes")
+	}
+	if tk := b.Tokens(); math.Abs(tk-(leaseBurst-100)) > 0.01 {
+		t.Errorf("Tokens = %v after the setter, want %d", tk, leaseBurst-100)
+	}
+	n := 100
+	for b.Allow() {
+		n++
+	}
+	if n != leaseBurst {
+		t.Errorf("%d admitted in all, want %d", n, leaseBurst)
+	}
+}
+
+// Buckets whose burst would leave the word too little never split.
+func TestLeaseOnlyLargeBursts(t *testing.T) {
+	for _, c := range []Config{{Rate: 100, Burst: 100}, {Rate: 0, Burst: 1 << 20}, {Rate: Inf}} {
+		b := mustBucket(t, c)
+		s, _ := b.load()
+		b.startLeasing(s)
+		if b.st.Load().ls.Load() != nil {
+			t.Errorf("%+v: split into stripes", c)
+		}
+	}
+}

@@ -1,0 +1,44 @@
+// Package redisstore shares limits across replicas through Redis
+// (github.com/redis/go-redis/v9: one node, Sentinel or Cluster), so that
+// three replicas at "100/s" let 100/s through, not 300.
+//
+// A Store is the connection: it runs the limiters' Lua scripts with a
+// per-call timeout (Config.Timeout, 5 ms by default), sends concurrent
+// calls in one pipeline (one round trip for up to MaxBatch decisions), and
+// keeps a circuit breaker so that a dead Redis costs a decision a
+// microsecond, not a timeout. Open builds one from a URL (redis://,
+// redis+cluster://), which is what a config file's `store:` names.
+//
+// Two limiters share their state through it:
+//
+//   - Buckets: a token bucket per key, GCRA in one script on Redis's clock
+//     (TIME), so the replicas' clocks do not matter. Weighted requests;
+//     a rejection carries a Retry-After rounded up, so a client that waits
+//     exactly that long is admitted; a key's TTL is its time to refill.
+//     Buckets.Key(k) is a sluice.Limiter; Buckets itself is a per-key
+//     limiter for httplimit's Config.PerKey. Keys sit in hash tags
+//     ("prefix{key}") so they work on Cluster.
+//   - Concurrency: a limit on work in flight across replicas, as leases in
+//     a sorted set scored by expiry, renewed while the work runs and
+//     removed on release; a crashed replica's leases expire after TTL.
+//
+// When Redis does not answer in time, each limiter follows its Failure
+// policy: FailOpen (admit), FailClosed (reject with sluice.ReasonStore, a
+// 503), or FailLocal (a limiter in the process at limit/N, N the live
+// replicas counted by a heartbeat or configured). Shared limits come back
+// by themselves when Redis does: the breaker lets a probe through after
+// BreakerCooldown.
+//
+// Beyond one round trip per decision, Buckets keeps a local cache of keys
+// known to be over their limit until their retry-after (a rejected flood
+// does not reach Redis), and an optional batched mode (RateConfig.Batch)
+// that takes several tokens per round trip for hot keys, with the
+// overshoot bound in its doc.
+//
+// Metrics: Store.Stats (round-trip histogram, errors, timeouts, breaker
+// state and trips, pipelines) and each limiter's Stats and LimiterStats
+// (fallbacks, cache hits). The package has no Prometheus dependency.
+//
+// Tests and benchmarks start real redis-server processes on free loopback
+// ports with package redistest.
+package redisstore

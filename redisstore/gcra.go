@@ -1,0 +1,124 @@
+package redisstore
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// gcraScript is the shared token bucket, GCRA (overload_science.md §14.1)
+// over one string key holding the TAT, the theoretical arrival time: the
+// time at which the bucket will be full again, in µs since gcraEpoch on
+// Redis's clock (TIME), so the replicas' clocks never matter. A bucket of
+// Burst tokens refilling one token every T µs is full when TAT <= now; it
+// admits n tokens when TAT + n·T − Burst·T <= now (+ the allowed wait).
+//
+// KEYS[1] the bucket. ARGV: T (µs per token, a float), burst, n (tokens
+// wanted), k (tokens taken if available, k >= n: the batched mode takes k
+// and spends them locally), maxwait (µs the caller may wait for its tokens;
+// 0 for a decision now).
+//
+// Reply: {allowed, remaining, retry_or_wait_us, reset_us, granted, retry1_us}.
+// Allowed: wait_us is how long the caller must wait before acting (0 now).
+// Rejected: retry_us is rounded up, so that a caller that waits exactly
+// that long is admitted (brandur/redis-cell#56), and retry1_us is when one
+// token will be there (the over-limit cache keeps it). The key's TTL is the
+// time until the bucket is full: an idle key vanishes.
+//
+// Times stay below 2^53 µs (285 years after the epoch) so a double holds
+// them exactly; the epoch only keeps the fractional part of the TAT fine.
+var gcraScript = redis.NewScript(`
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local t = redis.call('TIME')
+local now = (tonumber(t[1]) - 1700000000) * 1000000 + tonumber(t[2])
+local T = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local k = tonumber(ARGV[4])
+local maxwait = tonumber(ARGV[5])
+local tau = T * burst
+local tat = tonumber(redis.call('GET', KEYS[1]) or '') or now
+if tat < now then tat = now end
+local avail = math.floor((now + tau - tat) / T + 1e-6)
+local g = n
+if k > n and avail > n then g = math.min(k, avail) end
+local new = tat + T * g
+local wait = new - tau - now
+if wait > maxwait + 0.001 then
+  local retry = math.ceil(tat + T * n - tau - now - 0.001)
+  local retry1 = math.ceil(tat + T - tau - now - 0.001)
+  if retry1 < 0 then retry1 = 0 end
+  if avail < 0 then avail = 0 end
+  return {0, avail, retry, math.ceil(tat - now), 0, retry1}
+end
+redis.call('SET', KEYS[1], string.format('%.17g', new), 'PX', math.ceil((new - now) / 1000))
+local w = 0
+if wait > 0 then w = math.ceil(wait - 0.001) end
+local rem = math.floor((now + tau - new) / T + 1e-6)
+if rem < 0 then rem = 0 end
+return {1, rem, w, math.ceil(new - now), g, 0}
+`)
+
+// refundScript gives back n tokens (Permit.Cancel): the TAT moves back by
+// n·T, never before now (a bucket holds at most Burst tokens).
+var refundScript = redis.NewScript(`
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local tat = tonumber(redis.call('GET', KEYS[1]) or '')
+if not tat then return 0 end
+local t = redis.call('TIME')
+local now = (tonumber(t[1]) - 1700000000) * 1000000 + tonumber(t[2])
+local new = tat - tonumber(ARGV[1]) * tonumber(ARGV[2])
+if new <= now then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+redis.call('SET', KEYS[1], string.format('%.17g', new), 'PX', math.ceil((new - now) / 1000))
+return 1
+`)
+
+// gcraReply is the parsed reply of gcraScript.
+type gcraReply struct {
+	allowed   bool
+	remaining int64
+	waitUs    int64 // allowed: wait before acting; rejected: retry-after
+	resetUs   int64
+	granted   int64
+	retry1Us  int64
+}
+
+// parseGCRA reads gcraScript's reply. Any other shape is an error
+// wrapping ErrReply, never a panic: a proxy or a different script under
+// the same SHA could answer anything.
+func parseGCRA(v any) (gcraReply, error) {
+	var a [6]int64
+	if err := parseInts(v, a[:]); err != nil {
+		return gcraReply{}, err
+	}
+	r := gcraReply{allowed: a[0] == 1, remaining: a[1], waitUs: a[2], resetUs: a[3], granted: a[4], retry1Us: a[5]}
+	if (a[0] != 0 && a[0] != 1) || r.remaining < 0 || r.waitUs < 0 || r.granted < 0 || r.retry1Us < 0 || r.waitUs > maxMicros || r.resetUs > maxMicros || r.retry1Us > maxMicros {
+		return gcraReply{}, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	return r, nil
+}
+
+// maxMicros bounds the durations a reply may carry (about 292 years,
+// the range of time.Duration).
+const maxMicros = math.MaxInt64 / 1000
+
+// parseInts fills out from a reply that must be an array of exactly
+// len(out) integers.
+func parseInts(v any, out []int64) error {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != len(out) {
+		return fmt.Errorf("%w: %T %v", ErrReply, v, v)
+	}
+	for i, x := range arr {
+		n, ok := x.(int64)
+		if !ok {
+			return fmt.Errorf("%w: element %d is %T", ErrReply, i, x)
+		}
+		out[i] = n
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package redisstore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// heartbeatScript announces a replica and counts the live ones, on Redis's
+// clock: each replica's member is scored by the time its announcement
+// expires (3 heartbeats), expired members are removed, the rest counted.
+var heartbeatScript = redis.NewScript(`
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+return redis.call('ZCARD', KEYS[1])
+`)
+
+// heartbeat runs while the store is open when Config.Heartbeat is set. Its
+// cost: one round trip per interval per replica, and a sorted set of one
+// member per replica in Redis.
+func (s *Store) heartbeat() {
+	defer s.wg.Done()
+	id := newID()
+	ttl := 3 * s.cfg.Heartbeat
+	tick := time.NewTicker(s.cfg.Heartbeat)
+	defer tick.Stop()
+	for {
+		if v, err := s.eval(heartbeatScript, []string{s.cfg.HeartbeatKey}, id, ttl.Milliseconds()); err == nil {
+			if n, ok := v.(int64); ok && n > 0 {
+				s.replicas.Store(n)
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// newID is a random identifier for a replica or a lease.
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,221 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func newConcurrency(t testing.TB, s *Store, cfg ConcurrencyConfig) *Concurrency {
+	t.Helper()
+	l, err := NewConcurrency(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+func leases(t testing.TB, s *Store, key string) int64 {
+	t.Helper()
+	n, err := s.Client().ZCard(context.Background(), "sluice:conc:{"+key+"}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+var long = flag.Bool("redisstore.long", false, "run the shared-lease test for 60 s with replicas killed at random")
+
+type replica struct {
+	s    *Store
+	l    *Concurrency
+	dead atomic.Bool
+}
+
+// Four replicas (each its own store and client) share a limit of 20 while
+// 64 workers ask: a loopback origin counts the requests in flight and
+// never sees more than 20. Replicas are killed mid-run (limiter and store
+// stop without releasing, holding at least 5 leases each) and replaced by
+// fresh ones; their leases expire after the TTL and no slot leaks. 5 s in
+// make test; 60 s with a kill every 5 s with -redisstore.long:
+//
+//	cd redisstore && go test -race -run TestConcurrencySharedLimit -redisstore.long -v .
+func TestConcurrencySharedLimit(t *testing.T) {
+	run, every := 5*time.Second, 2500*time.Millisecond
+	if *long {
+		run, every = 60*time.Second, 5*time.Second
+	}
+	const limit = 20
+	var inFlight, peak, served atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+		inFlight.Add(-1)
+		served.Add(1)
+	}))
+	defer origin.Close()
+	origin.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 100
+
+	newStore(t, Config{}) // flushes the shared server
+	const key = "shared20"
+	const ttl = 600 * time.Millisecond
+	start := func() *replica {
+		s, err := Open(srv.URL(), Config{Timeout: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := NewConcurrency(s, ConcurrencyConfig{Key: key, Limit: limit, TTL: ttl, MaxWait: 100 * time.Millisecond, Failure: FailClosed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &replica{s: s, l: l}
+	}
+	var slots [4]atomic.Pointer[replica]
+	for i := range slots {
+		slots[i].Store(start())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				r := slots[w%4].Load()
+				p, err := r.l.Acquire(ctx)
+				if err != nil {
+					continue
+				}
+				if resp, err := origin.Client().Get(origin.URL); err == nil {
+					resp.Body.Close()
+				}
+				if r.dead.Load() {
+					continue // a killed replica never releases
+				}
+				p.Release(sluice.Success, 0)
+			}
+		})
+	}
+	// The killer: every interval, a random replica takes 5 leases for
+	// work that never finishes, then dies; a fresh one takes its slot.
+	killed, leaked := 0, 0
+	tick := time.NewTicker(every)
+kill:
+	for {
+		select {
+		case <-ctx.Done():
+			break kill
+		case <-tick.C:
+		}
+		i := rand.IntN(4)
+		r := slots[i].Load()
+		for got, tries := 0, 0; got < 5 && tries < 200; tries++ {
+			if _, err := r.l.Acquire(context.Background()); err == nil {
+				got++
+			}
+		}
+		r.dead.Store(true)
+		slots[i].Store(start())
+		leaked += r.l.Stats().InFlight
+		r.l.Close()
+		r.s.Close()
+		killed++
+	}
+	tick.Stop()
+	wg.Wait()
+	for i := range slots {
+		slots[i].Load().l.Close()
+		slots[i].Load().s.Close()
+	}
+	if p := peak.Load(); p > limit {
+		t.Fatalf("peak in flight %d > limit %d", p, limit)
+	}
+	if served.Load() < 20 {
+		t.Fatalf("only %d requests served", served.Load())
+	}
+	if killed == 0 || leaked == 0 {
+		t.Fatalf("%d replicas killed holding %d leases: the leak check below would prove nothing", killed, leaked)
+	}
+	time.Sleep(ttl + 50*time.Millisecond)
+	s2, err := Open(srv.URL(), Config{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	// The next acquire drops expired leases; count what is left.
+	l2 := newConcurrency(t, s2, ConcurrencyConfig{Key: key, Limit: limit, TTL: ttl})
+	p, err := l2.TryAcquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := leases(t, s2, key); n != 1 {
+		t.Fatalf("%d leases after the TTL, want only the new one: %d leaked", n, n-1)
+	}
+	p.Release(sluice.Success, 0)
+	t.Logf("peak %d of %d, %d served in %v; %d replicas killed holding %d leases, 0 leaked", peak.Load(), limit, served.Load(), run, killed, leaked)
+}
+
+// A holder's lease outlives its TTL while it runs: the renewer extends it.
+func TestConcurrencyRenewal(t *testing.T) {
+	s := newStore(t, Config{Timeout: 200 * time.Millisecond})
+	l := newConcurrency(t, s, ConcurrencyConfig{Key: "renew", Limit: 1, TTL: 300 * time.Millisecond})
+	p, err := l.TryAcquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(900 * time.Millisecond) // three TTLs
+	if _, err := l.TryAcquire(); !errors.Is(err, sluice.ErrLimit) || !errors.Is(err, sluice.ErrCapacity) {
+		t.Fatalf("second lease while the first runs: %v", err)
+	}
+	if ls := l.LimiterStats(); ls.Lost != 0 {
+		t.Fatalf("lost %d leases", ls.Lost)
+	}
+	p.Release(sluice.Success, 0)
+	if n := leases(t, s, "renew"); n != 0 {
+		t.Fatalf("%d leases after release", n)
+	}
+	if p2, err := l.TryAcquire(); err != nil {
+		t.Fatal(err)
+	} else {
+		p2.Release(sluice.Success, 0)
+	}
+}
+
+// A waiting Acquire gets the slot freed by a release; one whose MaxWait
+// passes is rejected with ReasonQueueTimeout.
+func TestConcurrencyWait(t *testing.T) {
+	s := newStore(t, Config{Timeout: 200 * time.Millisecond})
+	l := newConcurrency(t, s, ConcurrencyConfig{Key: "wait", Limit: 1, MaxWait: 300 * time.Millisecond})
+	p, err := l.TryAcquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); p.Release(sluice.Success, 0) }()
+	p2, err := l.Acquire(t.Context())
+	if err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	start := time.Now()
+	if _, err := l.Acquire(t.Context()); !errors.Is(err, sluice.ErrQueueTimeout) {
+		t.Fatalf("second waiter: %v", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("rejected after %v, before MaxWait", d)
+	}
+	p2.Release(sluice.Success, 0)
+}

@@ -1,0 +1,104 @@
+package redisstore
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Failure is what a limiter decides when the store cannot answer (an
+// error, the per-call timeout, the open breaker).
+type Failure uint8
+
+const (
+	// FailOpen admits: the protected service prefers serving without a
+	// shared limit to refusing traffic. The default.
+	FailOpen Failure = iota
+	// FailClosed rejects with sluice.ReasonStore (sluice.ErrStore, a
+	// capacity rejection: HTTP 503).
+	FailClosed
+	// FailLocal decides with a limiter in the process at the shared limit
+	// divided by the live replicas (Replicas, or the store's heartbeat
+	// count), which is what the replicas together allow while Redis is
+	// away, as long as the load balancer spreads the traffic evenly.
+	FailLocal
+)
+
+func (f Failure) String() string {
+	switch f {
+	case FailOpen:
+		return "open"
+	case FailClosed:
+		return "closed"
+	case FailLocal:
+		return "local"
+	}
+	return "unknown"
+}
+
+func (f Failure) check() error {
+	if f > FailLocal {
+		return sluice.NewConfigError("redisstore", "Failure", int(f), "must be FailOpen, FailClosed or FailLocal")
+	}
+	return nil
+}
+
+// counters are a limiter's decision counters, for its sluice.Stats and
+// LimiterStats.
+type counters struct {
+	admitted  atomic.Uint64
+	rejected  [sluice.NumReasons]atomic.Uint64
+	fallbacks atomic.Uint64 // decisions made by the failure policy
+	cacheHits atomic.Uint64 // rejections answered by the over-limit cache
+	local     atomic.Uint64 // admissions from locally held batched tokens
+}
+
+func (c *counters) reject(err error) error {
+	if r := sluice.ReasonOf(err); int(r) < len(c.rejected) {
+		c.rejected[r].Add(1)
+	}
+	return err
+}
+
+func (c *counters) stats(limit float64, inFlight int) sluice.Stats {
+	s := sluice.Stats{Limit: limit, InFlight: inFlight, Admitted: c.admitted.Load()}
+	for i := range s.Rejected {
+		s.Rejected[i] = c.rejected[i].Load()
+	}
+	return s
+}
+
+// LimiterStats are a shared limiter's own counters, beyond sluice.Stats.
+type LimiterStats struct {
+	Fallbacks uint64 // decisions made by the failure policy, store unreachable
+	CacheHits uint64 // rejections answered from the over-limit cache, no round trip
+	Local     uint64 // admissions spent from locally held batched tokens
+	Lost      uint64 // leases found expired at renewal (their holder still ran)
+}
+
+func (c *counters) limiterStats() LimiterStats {
+	return LimiterStats{Fallbacks: c.fallbacks.Load(), CacheHits: c.cacheHits.Load(), Local: c.local.Load()}
+}
+
+// localFor keeps the failure policy's local limiter, rebuilt when the
+// replica count it divides by changes.
+type localFor[L any] struct {
+	mu  sync.Mutex
+	n   int
+	lim L
+	ok  bool
+}
+
+func (l *localFor[L]) get(n int, build func(n int) (L, error)) (L, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ok || l.n != n {
+		lim, err := build(n)
+		if err != nil {
+			return lim, err
+		}
+		l.lim, l.n, l.ok = lim, n, true
+	}
+	return l.lim, nil
+}

@@ -1,0 +1,72 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func newBuckets(t testing.TB, s *Store, cfg RateConfig) *Buckets {
+	t.Helper()
+	b, err := NewBuckets(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A fresh bucket admits Burst at once, then rejects with a rate rejection
+// whose retry-after, waited exactly, admits the next request.
+func TestBucketBurstThenRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		url  func() string
+	}{{"single", srv.URL}, {"cluster", cluster.URL}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t, tc.url(), Config{Timeout: 200 * time.Millisecond}, false)
+			b := newBuckets(t, s, RateConfig{Rate: 1, Burst: 5, OverLimitCache: -1})
+			key := fmt.Sprintf("burst-%s-%d", tc.name, time.Now().UnixNano())
+			for i := range 5 {
+				r, err := b.Allow(key, 1)
+				if err != nil || !r.Allowed || r.Remaining != 4-i {
+					t.Fatalf("request %d: %+v %v", i, r, err)
+				}
+			}
+			r, err := b.Allow(key, 1)
+			if err != nil || r.Allowed {
+				t.Fatalf("6th: %+v %v", r, err)
+			}
+			if r.RetryAfter <= 0 || r.RetryAfter > time.Second {
+				t.Fatalf("retry-after %v, want (0, 1s]", r.RetryAfter)
+			}
+			time.Sleep(r.RetryAfter)
+			if r2, err := b.Allow(key, 1); err != nil || !r2.Allowed {
+				t.Fatalf("after waiting Retry-After %v: %+v %v", r.RetryAfter, r2, err)
+			}
+			_, err = b.TryAcquire(key)
+			if !errors.Is(err, sluice.ErrRate) || !errors.Is(err, sluice.ErrQuota) {
+				t.Fatalf("TryAcquire on empty bucket: %v", err)
+			}
+		})
+	}
+}
+
+// The key's TTL is the time to refill: an idle bucket's key vanishes.
+func TestBucketTTLIsRefillTime(t *testing.T) {
+	s := newStore(t, Config{Timeout: 200 * time.Millisecond})
+	b := newBuckets(t, s, RateConfig{Rate: 100, Burst: 50})
+	if r, err := b.Allow("ttl", 20); err != nil || !r.Allowed {
+		t.Fatal(r, err)
+	}
+	ttl, err := s.Client().PTTL(t.Context(), "sluice:rate:{ttl}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 20 tokens at 100/s refill in 200 ms.
+	if ttl <= 150*time.Millisecond || ttl > 200*time.Millisecond {
+		t.Fatalf("TTL %v, want about 200ms", ttl)
+	}
+}

@@ -1,0 +1,336 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout          = 5 * time.Millisecond
+	DefaultBreakerThreshold = 3
+	DefaultBreakerCooldown  = 500 * time.Millisecond
+	DefaultMaxBatch         = 128
+	DefaultBatchWindow      = 50 * time.Microsecond
+	DefaultPipelines        = 4
+)
+
+// Errors of a store call. A limiter never returns them: it applies its
+// failure policy and counts them in StoreStats.
+var (
+	ErrTimeout     = errors.New("redisstore: store call timed out")
+	ErrBreakerOpen = errors.New("redisstore: circuit breaker open")
+	ErrClosed      = errors.New("redisstore: store closed")
+	ErrReply       = errors.New("redisstore: unexpected reply from Redis")
+)
+
+// Config configures a Store. The zero value works: every field has a
+// default.
+type Config struct {
+	// Timeout bounds every store call, queueing for a pipeline included:
+	// past it the call fails and the limiter applies its failure policy.
+	// Default DefaultTimeout (5 ms); 100 µs to 10 s.
+	Timeout time.Duration
+	// BreakerThreshold is the number of consecutive failed calls that
+	// open the circuit breaker. Default 3; 1 to 1000.
+	BreakerThreshold int
+	// BreakerCooldown is how long the breaker stays open before one probe
+	// call tries Redis again. Default 500 ms; 1 ms to 1 min.
+	BreakerCooldown time.Duration
+	// MaxBatch is the most calls sent in one pipeline. Default 128;
+	// 1 (no pipelining) to 10,000.
+	MaxBatch int
+	// BatchWindow is how long a pipeline waits for more calls once it has
+	// at least two; a lone call never waits. Default 50 µs; 0 to 1 ms.
+	BatchWindow time.Duration
+	// Pipelines is the number of pipelines in flight at once. Default 4;
+	// 1 to 64.
+	Pipelines int
+	// Heartbeat, if > 0, is how often the store announces its replica in
+	// the heartbeat key and counts the live ones (Replicas), for the
+	// FailLocal policy's limit/N. 0: no heartbeat. 10 ms to 1 min.
+	Heartbeat time.Duration
+	// HeartbeatKey is the sorted set of live replicas. Default
+	// "{sluice}:replicas".
+	HeartbeatKey string
+}
+
+func (c *Config) fill() error {
+	if err := durField("Config.Timeout", &c.Timeout, DefaultTimeout, 100*time.Microsecond, 10*time.Second); err != nil {
+		return err
+	}
+	if err := intField("Config.BreakerThreshold", &c.BreakerThreshold, DefaultBreakerThreshold, 1, 1000); err != nil {
+		return err
+	}
+	if err := durField("Config.BreakerCooldown", &c.BreakerCooldown, DefaultBreakerCooldown, time.Millisecond, time.Minute); err != nil {
+		return err
+	}
+	if err := intField("Config.MaxBatch", &c.MaxBatch, DefaultMaxBatch, 1, 10000); err != nil {
+		return err
+	}
+	if c.BatchWindow < 0 || c.BatchWindow > time.Millisecond {
+		return sluice.NewConfigError("redisstore", "Config.BatchWindow", c.BatchWindow, "must be between 0 and 1ms")
+	}
+	if c.BatchWindow == 0 {
+		c.BatchWindow = DefaultBatchWindow
+	}
+	if err := intField("Config.Pipelines", &c.Pipelines, DefaultPipelines, 1, 64); err != nil {
+		return err
+	}
+	if c.Heartbeat != 0 && (c.Heartbeat < 10*time.Millisecond || c.Heartbeat > time.Minute) {
+		return sluice.NewConfigError("redisstore", "Config.Heartbeat", c.Heartbeat, "must be 0 (off) or between 10ms and 1m")
+	}
+	if c.HeartbeatKey == "" {
+		c.HeartbeatKey = "{sluice}:replicas"
+	}
+	return checkKey("Config.HeartbeatKey", c.HeartbeatKey)
+}
+
+// Store is a connection to Redis shared by limiters: it runs their scripts
+// with a per-call timeout, pipelines concurrent calls into one round trip,
+// and keeps a circuit breaker and the metrics. Safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	owned  bool
+	cfg    Config
+	br     *breaker
+	queue  chan *call
+	quit   chan struct{}
+	wg     sync.WaitGroup
+	start  time.Time
+	closed atomic.Bool
+
+	replicas atomic.Int64
+	rtt      hist
+	calls    atomic.Uint64
+	errs     atomic.Uint64
+	timeouts atomic.Uint64
+	shorted  atomic.Uint64 // calls refused by the open breaker
+	batches  atomic.Uint64
+}
+
+// New returns a Store over client (single node, Sentinel or Cluster).
+// The caller keeps ownership of client: Close does not close it.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, sluice.NewConfigError("redisstore", "client", nil, "must not be nil")
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		client: client,
+		cfg:    cfg,
+		br:     newBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown),
+		queue:  make(chan *call, cfg.MaxBatch*cfg.Pipelines),
+		quit:   make(chan struct{}),
+		start:  time.Now(),
+	}
+	s.replicas.Store(1)
+	for range cfg.Pipelines {
+		s.wg.Add(1)
+		go s.flusher()
+	}
+	if cfg.Heartbeat > 0 {
+		s.wg.Add(1)
+		go s.heartbeat()
+	}
+	return s, nil
+}
+
+// Close stops the store's goroutines, and closes the client if the store
+// opened it (Open). Calls after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(s.quit)
+	s.wg.Wait()
+	if s.owned {
+		return s.client.Close()
+	}
+	return nil
+}
+
+// Client is the store's Redis client.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// Timeout is the per-call timeout.
+func (s *Store) Timeout() time.Duration { return s.cfg.Timeout }
+
+// now is monotonic nanoseconds since the store started: the breaker's and
+// the local caches' clock (never Redis's: Redis keeps its own).
+func (s *Store) now() int64 { return int64(time.Since(s.start)) }
+
+// StoreStats is a snapshot of a store's counters, for metrics.
+type StoreStats struct {
+	Calls          uint64 // calls that went to Redis
+	Errors         uint64 // calls that failed (timeouts included)
+	Timeouts       uint64 // calls that failed by the per-call timeout
+	BreakerRejects uint64 // calls refused at once by the open breaker
+	BreakerTrips   uint64 // times the breaker opened
+	Breaker        BreakerState
+	Pipelines      uint64 // round trips (pipelines) sent
+	Replicas       int    // live replicas by the heartbeat (1 without)
+	// RoundTrip is the histogram of call durations as callers saw them
+	// (queueing for the pipeline included), and RoundTripSum their sum.
+	RoundTrip    []HistBucket
+	RoundTripSum time.Duration
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() StoreStats {
+	b, sum := s.rtt.snapshot()
+	return StoreStats{
+		Calls: s.calls.Load(), Errors: s.errs.Load(), Timeouts: s.timeouts.Load(),
+		BreakerRejects: s.shorted.Load(), BreakerTrips: s.br.trips.Load(), Breaker: s.br.current(),
+		Pipelines: s.batches.Load(), Replicas: s.Replicas(), RoundTrip: b, RoundTripSum: sum,
+	}
+}
+
+// Replicas is the number of live replicas the heartbeat last counted, at
+// least 1 (1 without a heartbeat).
+func (s *Store) Replicas() int { return int(max(1, s.replicas.Load())) }
+
+// call is one script call waiting for its pipeline.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	done   chan result // buffered 1: the pipeline never blocks on it
+}
+
+type result struct {
+	val any
+	err error
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
+
+// eval runs script through a pipeline and returns its reply, within the
+// store's timeout. It never blocks longer than Timeout, whatever Redis
+// does: the caller stops waiting and the pipeline's late answer is
+// dropped.
+func (s *Store) eval(script *redis.Script, keys []string, args ...any) (any, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	t0 := s.now()
+	if !s.br.allow(t0) {
+		s.shorted.Add(1)
+		return nil, ErrBreakerOpen
+	}
+	s.calls.Add(1)
+	c := callPool.Get().(*call)
+	c.script, c.keys, c.args = script, keys, args
+	timer := time.NewTimer(s.cfg.Timeout)
+	defer timer.Stop()
+	var r result
+	select {
+	case s.queue <- c:
+		select {
+		case r = <-c.done:
+			c.script, c.keys, c.args = nil, nil, nil
+			callPool.Put(c)
+		case <-timer.C:
+			r.err = ErrTimeout // c is abandoned: the pipeline still holds it
+		case <-s.quit:
+			r.err = ErrClosed
+		}
+	case <-timer.C:
+		r.err = ErrTimeout
+	case <-s.quit:
+		r.err = ErrClosed
+	}
+	t1 := s.now()
+	s.rtt.record(time.Duration(t1 - t0))
+	if r.err != nil && !errors.Is(r.err, redis.Nil) {
+		s.errs.Add(1)
+		if r.err == ErrTimeout || errors.Is(r.err, context.DeadlineExceeded) {
+			s.timeouts.Add(1)
+			r.err = ErrTimeout
+		}
+		s.br.done(t1, false)
+		return nil, r.err
+	}
+	s.br.done(t1, true)
+	return r.val, nil
+}
+
+// flusher sends the queued calls in pipelines: it takes one call, adds
+// those already queued, lingers up to BatchWindow for more when it has at
+// least two (a lone caller never waits), and sends them in one round trip.
+func (s *Store) flusher() {
+	defer s.wg.Done()
+	batch := make([]*call, 0, s.cfg.MaxBatch)
+	cmds := make([]*redis.Cmd, 0, s.cfg.MaxBatch)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	for {
+		select {
+		case c := <-s.queue:
+			batch = append(batch, c)
+		case <-s.quit:
+			return
+		}
+	drain:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case c := <-s.queue:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		if len(batch) > 1 && len(batch) < s.cfg.MaxBatch {
+			linger.Reset(s.cfg.BatchWindow)
+		wait:
+			for len(batch) < s.cfg.MaxBatch {
+				select {
+				case c := <-s.queue:
+					batch = append(batch, c)
+				case <-linger.C:
+					break wait
+				}
+			}
+			linger.Stop()
+		}
+		cmds = s.send(batch, cmds[:0])
+		clear(batch)
+		batch = batch[:0]
+		clear(cmds)
+	}
+}
+
+// send runs one pipeline of EVALSHA calls. A NOSCRIPT answer (a restarted
+// or flushed Redis forgot the script) is retried with Run, which loads it.
+func (s *Store) send(batch []*call, cmds []*redis.Cmd) []*redis.Cmd {
+	s.batches.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	if len(batch) == 1 {
+		c := batch[0]
+		v, err := c.script.Run(ctx, s.client, c.keys, c.args...).Result()
+		c.done <- result{v, err}
+		return cmds
+	}
+	pipe := s.client.Pipeline()
+	for _, c := range batch {
+		cmds = append(cmds, c.script.EvalSha(ctx, pipe, c.keys, c.args...))
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, c := range batch {
+		v, err := cmds[i].Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			v, err = c.script.Run(ctx, s.client, c.keys, c.args...).Result()
+		}
+		c.done <- result{v, err}
+	}
+	return cmds
+}

@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMeansAndDemand: three requests sent at once to one worker that takes
+// 1 s each wait 0, 1 and 2 s before service, wherever they wait (the
+// origin's queue behind no limit, or the policy's queue behind a limit of
+// 1), and succeed after 1, 2 and 3 s.
+func TestMeansAndDemand(t *testing.T) {
+	s := Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 1, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: time.Second}},
+		Load:     Load{Bursts: Bursts{Size: 3, Count: 1}},
+		Policies: []Policy{
+			NonePolicy{Name: "origin-queue"},
+			ConcurrencyPolicy{Name: "policy-queue", Limit: 1, Queue: Unbounded},
+		},
+	}
+	res, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range res.Policies {
+		sm := pr.Summary
+		if sm.MeanWait != time.Second || sm.MeanLatency != 2*time.Second {
+			t.Errorf("%s: mean wait %v, mean latency %v; want 1s and 2s", pr.Name, sm.MeanWait, sm.MeanLatency)
+		}
+		if sm.Demand != 0.3 { // 3 requests in 10 s
+			t.Errorf("%s: demand %v, want 0.3", pr.Name, sm.Demand)
+		}
+		if pr.Series[0].Demand != 3 || pr.Series[1].Demand != 0 {
+			t.Errorf("%s: demand series %v, %v; want 3, 0", pr.Name, pr.Series[0].Demand, pr.Series[1].Demand)
+		}
+	}
+}
+
+// TestDemandExcludesRetriesIncludesUnsent: retries are not demand; a
+// request the clients could not send for want of a worker is.
+func TestDemandExcludesRetriesIncludesUnsent(t *testing.T) {
+	s := Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: time.Second}},
+		Load:     Load{Rate: 10, ClientWorkers: 5, Retries: Retries{Max: 2, Backoff: 2 * time.Second}},
+		Policies: []Policy{ConcurrencyPolicy{Limit: 1}},
+	}
+	res, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := res.Policies[0].Summary
+	if sm.Retries == 0 || sm.Unsent == 0 {
+		t.Fatalf("the scenario should retry and leave requests unsent: %+v", sm)
+	}
+	if sm.Demand != 10 {
+		t.Errorf("demand %v, want the 10 rps offered", sm.Demand)
+	}
+}
+
+// TestPointCapacityIsIntervalMean: a point's capacity is the mean over its
+// interval, so an interval that ends at a change, or holds one, is not
+// given the new capacity for all of it.
+func TestPointCapacityIsIntervalMean(t *testing.T) {
+	s := Scenario{
+		Duration: 4 * time.Second,
+		Origin: Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: 100 * ms},
+			Changes: []Change{{At: 2 * time.Second, Workers: 2}, {At: 3500 * ms, Workers: 4}}},
+		Load:     Load{Rate: 1},
+		Policies: []Policy{NonePolicy{}},
+	}
+	res, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float64
+	for _, p := range res.Policies[0].Series {
+		got = append(got, p.Capacity)
+	}
+	want := []float64{10, 10, 20, 30} // the last: half at 20, half at 40
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("capacity per interval %v, want %v", got, want)
+		}
+	}
+	if c := res.Policies[0].Summary.Capacity; c != 17.5 {
+		t.Errorf("summary capacity %v, want 17.5", c)
+	}
+}
+
+// TestAchievableIntervalByInterval: demand 5 rps against a capacity of 7,
+// then 3.5, then 7 again is achievable at 5, 3.5 and 5: 4.25 rps on
+// average, not min(5, the mean capacity 5.25).
+func TestAchievableIntervalByInterval(t *testing.T) {
+	s := Scenario{
+		Duration: 8 * time.Second,
+		Warmup:   time.Second,
+		Origin: Origin{Workers: 7, Queue: 100, Service: Dist{Kind: Constant, Mean: time.Second},
+			Changes: []Change{{At: 2 * time.Second, Service: Dist{Kind: Constant, Mean: 2 * time.Second}},
+				{At: 6 * time.Second, Service: Dist{Kind: Constant, Mean: time.Second}}}},
+		Load:     Load{Rate: 5},
+		Policies: []Policy{NonePolicy{}},
+	}
+	res, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The window is 1-8 s: 3 s at 5 (1-2 s, 6-8 s) and 4 s at 3.5: 29 / 7.
+	if got, want := res.Policies[0].Summary.Achievable, (3*5+4*3.5)/7; got != want {
+		t.Errorf("achievable %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,71 @@
+package sim
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestValidateRefusesQueueTooLargeForMemory: issue 7's 10-line scenario
+// (1e8 requests per second for 100 ms, five policies with a limit of 1 and
+// an unbounded queue) passed the request bound and took 44 s and 3.1 GB.
+// Validate refuses it at once, naming the queue.
+func TestValidateRefusesQueueTooLargeForMemory(t *testing.T) {
+	s := Scenario{
+		Duration: 100 * ms,
+		Interval: 100 * ms,
+		Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: ms}},
+		Load:     Load{Rate: 1e8},
+	}
+	for range 5 {
+		s.Policies = append(s.Policies, ConcurrencyPolicy{Limit: 1, Queue: Unbounded})
+	}
+	err := s.Validate()
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "policies[0].queue" || !strings.Contains(fe.Problem, "in memory") {
+		t.Fatalf("Validate = %v, want a policies[0].queue error about memory", err)
+	}
+
+	// What makes it fit: a bounded queue, a max_wait, or a client timeout
+	// that takes waiters out of the queue.
+	for name, edit := range map[string]func(p *ConcurrencyPolicy, l *Load){
+		"queue":    func(p *ConcurrencyPolicy, _ *Load) { p.Queue = 1000 },
+		"max_wait": func(p *ConcurrencyPolicy, _ *Load) { p.MaxWait = 5 * ms },
+		"timeout":  func(_ *ConcurrencyPolicy, l *Load) { l.Timeout = 5 * ms },
+	} {
+		s2 := s
+		p := s.Policies[0].(ConcurrencyPolicy)
+		edit(&p, &s2.Load)
+		s2.Policies = []Policy{p}
+		if err := s2.Validate(); err != nil {
+			t.Errorf("with %s: %v", name, err)
+		}
+	}
+
+	tb := Scenario{Duration: 100 * ms, Interval: 100 * ms, Origin: s.Origin, Load: s.Load,
+		Policies: []Policy{TokenBucketPolicy{Rate: 1e8, MaxWait: time.Second}}}
+	if err := tb.Validate(); !errors.As(err, &fe) || fe.Field != "policies[0].max_wait" {
+		t.Errorf("token bucket lending 1e8 tokens: Validate = %v, want a policies[0].max_wait error", err)
+	}
+}
+
+// TestRunStopsWhenRequestsPileUp: what Validate cannot bound (an origin
+// whose unbounded queue grows behind no limit) stops the run when more
+// than maxLive requests are alive, with an error naming the field.
+func TestRunStopsWhenRequestsPileUp(t *testing.T) {
+	s := Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 1, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: ms}},
+		Load:     Load{Rate: 200_000},
+		Policies: []Policy{NonePolicy{}},
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("the scenario should pass Validate: %v", err)
+	}
+	_, err := Run(s)
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "origin.queue" || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Run = %v, want an origin.queue error", err)
+	}
+}

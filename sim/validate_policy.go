@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/concurrency"
+)
+
+// Each policy type checks its own fields; a field another kind has does not
+// exist here, so there is nothing to refuse for it.
+
+func (NonePolicy) validate(string) error { return nil }
+
+func (p ConcurrencyPolicy) validate(f string) error {
+	if p.Limit <= 0 {
+		return bad(f+".limit", "must be > 0 for a concurrency policy, got %d", p.Limit)
+	}
+	q := p.queue()
+	if err := q.validate(f); err != nil {
+		return err
+	}
+	return checkCore(f, q.config(p.Limit))
+}
+
+func (p AdaptivePolicy) validate(f string) error {
+	if _, ok := algorithms[p.algorithm()]; !ok {
+		return bad(f+".algorithm", "unknown algorithm %q (%s)", p.Algorithm, algorithmNames())
+	}
+	if p.Limit < 0 || p.MinLimit < 0 || p.MaxLimit < 0 {
+		return bad(f+".limit", "limits must be >= 0 (0: the algorithm's default)")
+	}
+	if p.MaxLimit > 0 && p.MinLimit > p.MaxLimit {
+		return bad(f+".min_limit", "must be <= max_limit (%d), got %d", p.MaxLimit, p.MinLimit)
+	}
+	for _, name := range sortedAlgorithms() {
+		if algorithms[name].configured(&p) && p.algorithm() != name {
+			return bad(f+"."+string(name), "applies only with algorithm %s", name)
+		}
+	}
+	alg, err := newAlgorithm(&p)
+	if err != nil {
+		return bad(f+"."+string(p.algorithm()), "%v", err)
+	}
+	q := p.queue()
+	if err := q.validate(f); err != nil {
+		return err
+	}
+	cfg := q.config(p.Limit)
+	cfg.Algorithm = alg
+	return checkCore(f, cfg)
+}
+
+func (p TokenBucketPolicy) validate(f string) error {
+	if err := checkRate(f, p.Rate, p.Burst); err != nil {
+		return err
+	}
+	return checkDuration(f+".max_wait", p.MaxWait)
+}
+
+func (p TickerPolicy) validate(f string) error {
+	if err := checkRate(f, p.Rate, p.Burst); err != nil {
+		return err
+	}
+	if p.Queue < Unbounded {
+		return bad(f+".queue", "must be >= 0, or -1 for unbounded, got %d", p.Queue)
+	}
+	return checkDuration(f+".max_wait", p.MaxWait)
+}
+
+func checkRate(f string, rate float64, burst int) error {
+	if !(rate > 0 && rate <= maxRate) { // NaN too
+		return bad(f+".rate", "must be in (0, %g] per second, got %v", float64(maxRate), rate)
+	}
+	if burst < 0 {
+		return bad(f+".burst", "must be >= 0 (0: 1), got %d", burst)
+	}
+	return nil
+}
+
+// checkCore reports what the decision code itself refuses (a limit past
+// its bounds), so that Run cannot fail on a scenario Validate passed.
+func checkCore(f string, cfg concurrency.Config) error {
+	if _, err := concurrency.NewCore(cfg); err != nil {
+		return bad(f, "%v", err)
+	}
+	return nil
+}
+
+// queueConfig is the queue ConcurrencyPolicy and AdaptivePolicy share.
+type queueConfig struct {
+	queue                   int
+	maxWait                 time.Duration
+	discipline              concurrency.Discipline
+	codelTarget, codelInter time.Duration
+}
+
+func (p ConcurrencyPolicy) queue() queueConfig {
+	return queueConfig{p.Queue, p.MaxWait, p.Discipline, p.CoDelTarget, p.CoDelInterval}
+}
+
+func (p AdaptivePolicy) queue() queueConfig {
+	return queueConfig{p.Queue, p.MaxWait, p.Discipline, p.CoDelTarget, p.CoDelInterval}
+}
+
+func (q queueConfig) validate(f string) error {
+	if q.queue < Unbounded {
+		return bad(f+".queue", "must be >= 0, or -1 for unbounded, got %d", q.queue)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"max_wait", q.maxWait}, {"codel_target", q.codelTarget}, {"codel_interval", q.codelInter}} {
+		if err := checkDuration(f+"."+d.key, d.v); err != nil {
+			return err
+		}
+	}
+	if _, err := q.discipline.MarshalText(); err != nil {
+		return bad(f+".discipline", "unknown discipline %d (fifo, lifo, codel, adaptive_lifo)", q.discipline)
+	}
+	if (q.codelTarget != 0 || q.codelInter != 0) && q.discipline != concurrency.CoDel && q.discipline != concurrency.AdaptiveLIFO {
+		return bad(f+".codel_target", "applies only to the codel and adaptive_lifo disciplines")
+	}
+	return nil
+}
+
+// config is the concurrency.Config of a queue in front of limit.
+func (q queueConfig) config(limit int) concurrency.Config {
+	cfg := concurrency.Config{
+		Limit:         limit,
+		MaxQueue:      q.queue,
+		MaxWait:       q.maxWait,
+		Discipline:    q.discipline,
+		CoDelTarget:   q.codelTarget,
+		CoDelInterval: q.codelInter,
+	}
+	if q.queue == Unbounded {
+		cfg.MaxQueue = concurrency.MaxLimit
+	}
+	return cfg
+}
