@@ -180,17 +180,11 @@ func (r *runner) do(ctx context.Context, k int, due time.Time, off time.Duration
 		ctx, cancel = context.WithDeadline(ctx, due.Add(c.Timeout))
 		defer cancel()
 	}
-	client, xff := r.clients.pick(k)
-	req, err := http.NewRequestWithContext(ctx, c.Method, c.URL, nil)
-	if err != nil { // validate parsed the URL and the method
-		panic(err)
-	}
-	for name, vs := range c.Header {
-		req.Header[name] = vs
-	}
-	if xff != "" {
-		req.Header.Set("X-Forwarded-For", xff)
-	}
+	client, tmpl := r.clients.pick(k)
+	// A shallow copy of a request built once: net/http does not change a
+	// request it sends, and parsing the URL for each one was a tenth of the
+	// generator's allocations.
+	req := tmpl.WithContext(ctx)
 	var o outcome
 	resp, err := client.Do(req)
 	if err == nil {
@@ -233,8 +227,8 @@ func errorKind(ctx context.Context, err error) string {
 // address (ViaAddr), or one shared by every X-Forwarded-For name.
 type clients struct {
 	http []*http.Client
-	addr []net.IP // source addresses, ViaAddr with more than one client
-	xff  []string
+	addr []net.IP        // source addresses, ViaAddr with more than one client
+	reqs []*http.Request // templates: one per X-Forwarded-For name, or one
 }
 
 // clientIP is client i's address in 127.0.0.0/8 (base 127) or 10.0.0.0/8
@@ -252,10 +246,26 @@ func newClients(c *Config) *clients {
 			cl.addr = append(cl.addr, clientIP(127, i))
 		}
 	}
+	var xff []string
 	if c.Clients > 1 && c.ClientsVia == ViaXFF {
 		for i := range c.Clients {
-			cl.xff = append(cl.xff, clientIP(10, i).String())
+			xff = append(xff, clientIP(10, i).String())
 		}
+	} else {
+		xff = []string{""}
+	}
+	for _, name := range xff {
+		req, err := http.NewRequest(c.Method, c.URL, nil)
+		if err != nil { // validate checked the method and the URL
+			panic(err)
+		}
+		for k, vs := range c.Header {
+			req.Header[k] = vs
+		}
+		if name != "" {
+			req.Header.Set("X-Forwarded-For", name)
+		}
+		cl.reqs = append(cl.reqs, req)
 	}
 	idle := c.ClientWorkers/n + 1
 	conns := 0 // no cap
@@ -285,12 +295,9 @@ func newClients(c *Config) *clients {
 	return cl
 }
 
-func (cl *clients) pick(k int) (*http.Client, string) {
-	var xff string
-	if cl.xff != nil {
-		xff = cl.xff[k%len(cl.xff)]
-	}
-	return cl.http[k%len(cl.http)], xff
+// pick returns the client and the request template of the k-th request.
+func (cl *clients) pick(k int) (*http.Client, *http.Request) {
+	return cl.http[k%len(cl.http)], cl.reqs[k%len(cl.reqs)]
 }
 
 // probe opens and closes one connection to u's host, as the first client.
