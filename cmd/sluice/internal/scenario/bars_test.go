@@ -62,7 +62,6 @@ type phase struct {
 	start    time.Duration // the change that opened it
 	workers  int
 	noLoad   time.Duration // the origin's median service time
-	capacity float64
 }
 
 // median is the median of a service-time distribution: the latency of a
