@@ -105,6 +105,7 @@ type Store struct {
 	wg     sync.WaitGroup
 	start  time.Time
 	closed atomic.Bool
+	direct atomic.Bool // a call is running on its caller's goroutine
 
 	replicas atomic.Int64
 	rtt      hist
@@ -227,6 +228,43 @@ func (s *Store) eval(script *redis.Script, keys []string, args ...any) (any, err
 		return nil, ErrBreakerOpen
 	}
 	s.calls.Add(1)
+	var r result
+	if s.direct.CompareAndSwap(false, true) {
+		// Nobody else is calling directly: run on the caller's goroutine,
+		// one round trip with no hand-off (a lone caller pays nothing for
+		// pipelining). The context's deadline bounds the dial, the pool
+		// wait and the socket reads.
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+		r.val, r.err = script.Run(ctx, s.client, keys, args...).Result()
+		cancel()
+		s.direct.Store(false)
+	} else {
+		r = s.pipelined(script, keys, args)
+	}
+	t1 := s.now()
+	s.rtt.record(time.Duration(t1 - t0))
+	if r.err != nil && !errors.Is(r.err, redis.Nil) {
+		s.errs.Add(1)
+		if r.err == ErrTimeout || errors.Is(r.err, context.DeadlineExceeded) || isTimeout(r.err) {
+			s.timeouts.Add(1)
+			r.err = ErrTimeout
+		}
+		s.br.done(t1, false)
+		return nil, r.err
+	}
+	s.br.done(t1, true)
+	return r.val, nil
+}
+
+// isTimeout reports a network timeout (a socket deadline).
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// pipelined hands a call to the flushers and waits for its answer, at most
+// Timeout.
+func (s *Store) pipelined(script *redis.Script, keys []string, args []any) result {
 	c := callPool.Get().(*call)
 	c.script, c.keys, c.args = script, keys, args
 	timer := time.NewTimer(s.cfg.Timeout)
@@ -248,19 +286,7 @@ func (s *Store) eval(script *redis.Script, keys []string, args ...any) (any, err
 	case <-s.quit:
 		r.err = ErrClosed
 	}
-	t1 := s.now()
-	s.rtt.record(time.Duration(t1 - t0))
-	if r.err != nil && !errors.Is(r.err, redis.Nil) {
-		s.errs.Add(1)
-		if r.err == ErrTimeout || errors.Is(r.err, context.DeadlineExceeded) {
-			s.timeouts.Add(1)
-			r.err = ErrTimeout
-		}
-		s.br.done(t1, false)
-		return nil, r.err
-	}
-	s.br.done(t1, true)
-	return r.val, nil
+	return r
 }
 
 // flusher sends the queued calls in pipelines: it takes one call, adds

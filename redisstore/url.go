@@ -50,6 +50,7 @@ func newClient(url string, cfg Config) (redis.UniversalClient, error) {
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = dialTimeout(cfg), cfg.Timeout, cfg.Timeout
 		opt.ContextTimeoutEnabled = true
 		opt.MaxRetries = -1
+		opt.DialerRetries = 1 // a dead Redis: the breaker, not the pool, decides when to try again
 		opt.PoolSize = max(opt.PoolSize, 4*cfg.Pipelines)
 		return redis.NewClusterClient(opt), nil
 	case strings.HasPrefix(url, "redis://"), strings.HasPrefix(url, "rediss://"), strings.HasPrefix(url, "unix://"):
@@ -60,6 +61,7 @@ func newClient(url string, cfg Config) (redis.UniversalClient, error) {
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = dialTimeout(cfg), cfg.Timeout, cfg.Timeout
 		opt.ContextTimeoutEnabled = true
 		opt.MaxRetries = -1
+		opt.DialerRetries = 1 // a dead Redis: the breaker, not the pool, decides when to try again
 		return redis.NewClient(opt), nil
 	}
 	return nil, sluice.NewConfigError("redisstore", "url", url, "must start with redis://, rediss://, redis+cluster:// or rediss+cluster://")

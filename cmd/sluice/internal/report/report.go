@@ -142,6 +142,13 @@ type Summary struct {
 	MeanLatencyMs float64 `json:"mean_latency_ms"`
 	MeanWaitMs    float64 `json:"mean_wait_ms"`
 
+	// Late counts sends that left more than the load generator's
+	// tolerance after their intended time, and SendLag is how late sends
+	// left: present for real runs only (the simulator is never late). A
+	// run with late sends measured its machine as well as its policy.
+	Late    int64    `json:"late,omitempty"`
+	SendLag *Latency `json:"send_lag_ms,omitempty"`
+
 	// Within is present when the scenario asks for it (report.within).
 	Within *Within `json:"within,omitempty"`
 }
@@ -189,6 +196,9 @@ type Point struct {
 	DemandRPS   float64 `json:"demand_rps"`
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
+	// P95Ms is present when the run measured it per interval (the lab's
+	// load generator does; the simulator's series has p50 and p99).
+	P95Ms float64 `json:"p95_ms,omitempty"`
 	// Limit is the policy's limit (requests in flight, or per second for a
 	// rate limit; 0 when there is none); InFlight the requests it admitted
 	// and has not released; Queued those waiting in it.
