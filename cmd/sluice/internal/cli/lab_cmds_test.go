@@ -91,6 +91,25 @@ func TestOriginFromScenario(t *testing.T) {
 	}
 }
 
+// TestOriginChangeFlag is seed 003's slowdown from flags, scaled: 1 s of
+// work (10 ms) becomes 2 s (20 ms) at 60 s (600 ms).
+func TestOriginChangeFlag(t *testing.T) {
+	url, wait := startOrigin(t, 2*time.Second, "-workers", "7", "-work", "1s", "-queue", "100", "-change", "60s:work=2s", "-timescale", "0.01")
+	time.Sleep(700 * time.Millisecond)
+	code, out, errs := run("load", "-rate", "100", "-duration", "500ms", "-json", url)
+	if code != ExitOK {
+		t.Fatalf("load: exit %d: %s", code, errs)
+	}
+	var res struct{ Success struct{ P50 time.Duration } }
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Success.P50 < 20*time.Millisecond {
+		t.Errorf("after the change: p50 %v, want 20ms or more", res.Success.P50)
+	}
+	wait()
+}
+
 func TestLoadSeries(t *testing.T) {
 	url, wait := startOrigin(t, 2*time.Second, "-workers", "10", "-work", "1ms")
 	path := filepath.Join(t.TempDir(), "series.csv")
@@ -125,6 +144,9 @@ func TestOriginBadInput(t *testing.T) {
 		{[]string{"-workers", "2", "-work", "1s", "-timescale", "0"}, "-timescale: must be > 0"},
 		{[]string{"-workers", "2", "-work", "1s", "-error-rate", "2"}, "error_rate"},
 		{[]string{"-workers", "x"}, `invalid value "x" for flag -workers`},
+		{[]string{"-workers", "2", "-work", "1s", "-change", "60s"}, "want AT:work=D"},
+		{[]string{"-workers", "2", "-work", "1s", "-change", "60s:speed=2"}, `unknown change "speed=2"`},
+		{[]string{"-workers", "2", "-work", "1s", "-change", "60s:work=2s", "-change", "30s:workers=3"}, "origin.changes[1].at"},
 		{[]string{"-work", "1s", "a.yaml", "b.yaml"}, "at most one scenario file"},
 		{[]string{bad}, bad + ":4: origin.service.kind"},
 	} {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -131,6 +132,10 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The generator's heap is small and its garbage is per request: fewer
+	// collections leave more of a small machine's CPU to sending (the
+	// collector was a tenth of it at 20,000 requests per second).
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	res, err := load.Run(ctx, cfg)
 	switch {
 	case res == nil && errors.Is(err, load.ErrUnreachable):

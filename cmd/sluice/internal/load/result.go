@@ -26,11 +26,13 @@ type Result struct {
 	// Throughput is responses (any status) per second.
 	Throughput float64 `json:"throughput"`
 
-	// Keeping the schedule. Planned = Sent + Skipped. A send is Skipped
-	// when ClientWorkers requests were outstanding, or when it was already
-	// past its Timeout when its turn came; it is Late when it left more
-	// than LateAfter behind its intended time. SendLag is how far behind
-	// the sends left.
+	// Keeping the schedule. Planned = Sent + Skipped. A request is Sent
+	// when it is handed to a client worker at its intended time; it may
+	// then wait for a free connection (Config.Connections), which its
+	// latency shows. A send is Skipped when ClientWorkers requests were
+	// outstanding, or when it was already past its Timeout when its turn
+	// came; it is Late when it left more than LateAfter behind its
+	// intended time. SendLag is how far behind the sends left.
 	Planned int64       `json:"planned"`
 	Sent    int64       `json:"sent"`
 	Skipped int64       `json:"skipped"`
