@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,5 +255,32 @@ func TestRunWarmupAndSeries(t *testing.T) {
 	var csv strings.Builder
 	if err := res.WriteSeries(&csv); err != nil || strings.Count(csv.String(), "\n") != 4 {
 		t.Errorf("series CSV (%v):\n%s", err, csv.String())
+	}
+}
+
+// TestRunReasonsCapped: a server that names a new reason on every answer
+// does not grow the result without bound.
+func TestRunReasonsCapped(t *testing.T) {
+	var n atomic.Int64
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(DefaultReasonHeader, strconv.FormatInt(n.Add(1), 10)+strings.Repeat("x", 100))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 400}, Duration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rejected != 200 || len(res.Reasons) != maxReasons || res.Reasons[otherReasons] != 200-maxReasons+1 {
+		t.Errorf("%d rejected, %d reasons", res.Rejected, len(res.Reasons))
+	}
+	var sum int64
+	for k, v := range res.Reasons {
+		sum += v
+		if len(k) > maxReasonLen {
+			t.Errorf("reason of %d bytes kept", len(k))
+		}
+	}
+	if sum != 200 {
+		t.Errorf("reasons add up to %d, want 200", sum)
 	}
 }
