@@ -212,6 +212,7 @@ func (r *recorder) result() *Result {
 	c := r.cfg
 	window := (c.Duration - c.Warmup).Seconds()
 	res.Duration, res.Warmup, res.Timeout, res.Clients = c.Duration, c.Warmup, c.Timeout, c.Clients
+	res.LateAfter = c.LateAfter
 	res.Goodput = float64(res.Good) / window
 	res.Offered = float64(res.Planned) / window
 	res.Throughput = float64(r.finished) / window

@@ -38,6 +38,8 @@ type Result struct {
 	Skipped int64       `json:"skipped"`
 	Late    int64       `json:"late"`
 	SendLag Percentiles `json:"send_lag"`
+	// LateAfter is the lag past which a send counted as Late.
+	LateAfter time.Duration `json:"late_after"`
 
 	// Outcomes of the sent requests. Good ⊆ OK (2xx); Rejected are 429
 	// and 503 answers, and any answer carrying ReasonHeader; Failed are
