@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -46,10 +47,11 @@ type Experiment struct {
 	checks func(x *ExperimentResult) []Check
 }
 
-// recommended is sluice's adaptive policy with nothing chosen: the
-// algorithm the simulator and the library use when none is named, so the
-// tour follows the library's recommendation when it changes.
-var recommended = sim.AdaptivePolicy{Name: "adaptive"}
+// recommended is sluice's recommended adaptive policy: the algorithm the
+// simulator and the library use when none is named (so the tour follows
+// the recommendation when it changes), behind the short LIFO queue that
+// package adaptive recommends with it.
+var recommended = sim.AdaptivePolicy{Name: "adaptive", Queue: 50, Discipline: concurrency.LIFO}
 
 // Tour returns the seeds' experiments that `sluice lab` runs without
 // arguments, with files relative to the repository root. Time scales keep
