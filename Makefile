@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 MODULES     := . bench cmd/sluice promsluice redisstore
 GOFLAGS_TEST ?= -race -count=1 -timeout=8m
 
-.PHONY: test vet staticcheck gotest lab bench redis-server tools seed004
+.PHONY: test vet staticcheck gotest lab bench redis-server tools seed004 chromium
 
 test: tools vet staticcheck gotest seed004
 
@@ -30,8 +30,17 @@ vet:
 staticcheck:
 	@for m in $(MODULES); do echo "== staticcheck ($$m)"; (cd $$m && go run $(STATICCHECK) ./...) || exit 1; done
 
-gotest: redis-server
+gotest: redis-server chromium
 	@for m in $(MODULES); do echo "== go test ($$m)"; (cd $$m && go test $(GOFLAGS_TEST) ./...) || exit 1; done
+
+# The lab's tour of the seeds (README: the main command).
+lab:
+	go run ./cmd/sluice lab
+
+# The lab's report is checked in a real browser (cmd/sluice/internal/lab,
+# TestReportInBrowser): install Debian's chromium when it is missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update && apt-get install -y chromium; }
 
 # Comparison benchmarks, side by side, and the sluice/anchor ratio table
 # (see docs/benchmarks.md); raw output for benchstat in bench/bench.txt.

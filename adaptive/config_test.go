@@ -106,3 +106,22 @@ func TestIgnoredOutcomesChangeNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestLittleConfigErrors(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		cfg   LittleConfig
+	}{
+		{"Headroom", LittleConfig{Headroom: -0.1}},
+		{"Headroom", LittleConfig{Headroom: 1.5}},
+		{"Headroom", LittleConfig{Headroom: math.NaN()}},
+		{"Backoff", LittleConfig{Backoff: 2}},
+		{"Timeout", LittleConfig{Timeout: -time.Second}},
+		{"MinLimit", LittleConfig{MinLimit: 10, MaxLimit: 5}},
+	} {
+		_, err := NewLittle(c.cfg)
+		if !errors.Is(err, sluice.ErrInvalidConfig) || !strings.Contains(err.Error(), "LittleConfig."+c.field) {
+			t.Errorf("%+v: error %v, want ErrInvalidConfig naming LittleConfig.%s", c.cfg, err, c.field)
+		}
+	}
+}

@@ -16,9 +16,9 @@
 // the outcome (Dropped is the overload signal: a 5xx, a timeout, a
 // rejection downstream).
 //
-//	vegas, err := adaptive.NewVegas(adaptive.VegasConfig{MaxLimit: 500})
+//	little, err := adaptive.NewLittle(adaptive.LittleConfig{MaxLimit: 500})
 //	...
-//	limit := vegas.Observe(now, adaptive.Sample{Latency: d, InFlight: n, Outcome: sluice.Success})
+//	limit := little.Observe(now, adaptive.Sample{Latency: d, InFlight: n, Outcome: sluice.Success})
 //
 // Every config's zero value is valid and each field documents its default;
 // constructors reject bad values with an error that matches
@@ -26,37 +26,45 @@
 //
 // # Which algorithm
 //
-//   - [Vegas] when requests cost about the same, so a queue shows as
-//     latency above the no-load latency: it holds a small queue and
-//     reaches capacity fastest (slow start).
-//   - [Gradient2] for a mix of cheap and expensive requests: it compares
-//     averages rather than a minimum, and trades up to Tolerance (1.5×)
-//     of queueing for never running the service below capacity.
+// Use [Little] behind a short LIFO queue unless you know better: it holds
+// in flight the service's own concurrency plus Headroom (Little's law) and
+// learns the no-load latency from live traffic, so what it admits runs
+// close to no-load speed and the service stays at capacity.
+//
+//   - [Gradient2] when the limit must never cost throughput and a queue
+//     of about half the service's latency is acceptable: it lets latency
+//     reach Tolerance (1.5) × a long-term average before it cuts.
 //   - [AIMD] when only failures can be trusted, or the limiter sits at a
 //     client or proxy that sees errors and timeouts: it needs no latency
-//     model, saws between Backoff× and the level that fails, and holds a
-//     small limit exactly.
+//     model.
+//   - [Vegas] is kept for comparison with Netflix's VegasLimit, not
+//     recommended: with noisy service times its no-load estimate falls to
+//     the fast tail and holds the limit far below capacity (see
+//     docs/simulations.md).
 //
-// Each type's documentation gives its formula, its regimes, the figures
-// measured in the simulator, and where it departs from Netflix's
-// concurrency-limits and why.
+// Each type's documentation gives its formula and where it departs from
+// Netflix's concurrency-limits and why; measured figures, with the
+// command that makes them, are in docs/simulations.md.
 //
-// # What the three share
+// # What they share
 //
 //   - A limit that is not in use does not grow (samples that started with
 //     less than half the limit in flight leave it alone), so a quiet hour
 //     does not end with MaxLimit and no protection from the first burst.
-//   - A burst of drops does not collapse the limit: AIMD and Vegas cut
-//     once, the drops of requests admitted before a cut being answered by
-//     it; Gradient2's cut is a tenth, repeated while the old limit's drops
-//     come in.
-//   - No probing: the no-load latency is learned from the traffic, never
-//     by pinning the limit low (envoyproxy/envoy#8337), and only from load
-//     at which it is known to hold, so it does not drift up with the queue
-//     the limit itself lets in (Netflix/concurrency-limits #165, PR #134).
-//   - Vegas and Gradient2 move once per round trip, on its mean latency,
-//     as TCP does; every sample of a round trip reflects the same limit.
-//   - Vegas and Gradient2 take a Timeout, as AIMD does: a success slower
-//     than it counts as a drop, for a limiter that is not told when its
-//     clients give up.
+//   - A burst of drops does not collapse the limit: AIMD, Vegas and Little
+//     cut once, the drops of requests admitted before a cut being answered
+//     by it; Gradient2's cut is a tenth, repeated while the old limit's
+//     drops come in.
+//   - No probing while traffic is healthy: the no-load latency is learned
+//     from the traffic, never by pinning the limit low every so often
+//     (envoyproxy/envoy#8337), and only from load at which it is known to
+//     hold, so it does not drift up with the queue the limit itself lets
+//     in (Netflix/concurrency-limits #165, PR #134). (Little halves its
+//     limit once if it starts saturated, and goes on while that lowers
+//     the latency.)
+//   - Vegas, Gradient2 and Little move once per round trip or window, on
+//     its mean latency, as TCP does; every sample of a round trip
+//     reflects the same limit.
+//   - All take a Timeout: a success slower than it counts as a drop, for a
+//     limiter that is not told when its clients give up.
 package adaptive

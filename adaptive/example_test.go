@@ -101,3 +101,22 @@ func ExampleAlgorithm() {
 	// *adaptive.Vegas: 20
 	// *adaptive.Gradient2: 20
 }
+
+func ExampleNewLittle() {
+	little, err := adaptive.NewLittle(adaptive.LittleConfig{})
+	if err != nil {
+		panic(err)
+	}
+	// A service with 8 workers and 20 ms of work, saturated: with n in
+	// flight every request takes 20 ms × max(1, n/8) (Little's law).
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range 5000 {
+		n := little.Limit()
+		latency := 20 * time.Millisecond * time.Duration(max(n, 8)) / 8
+		little.Observe(now, adaptive.Sample{Latency: latency, InFlight: n, Outcome: sluice.Success})
+		now = now.Add(latency / time.Duration(n))
+	}
+	fmt.Println("limit:", little.Limit(), "no-load latency:", little.NoLoadLatency())
+	// Output:
+	// limit: 10 no-load latency: 20ms
+}

@@ -39,8 +39,7 @@ type Gradient2Config struct {
 
 // Gradient2 is Netflix's Gradient2Limit: it compares the recent latency with
 // a long-term average and shrinks the limit in proportion when the recent
-// one is higher than Tolerance allows. Once per round trip (see Vegas for
-// why not per sample):
+// one is higher than Tolerance allows. Once per round trip:
 //
 //	short    = mean latency of the round trip
 //	long     = moving average of latency over about LongWindow samples
@@ -48,85 +47,32 @@ type Gradient2Config struct {
 //	next     = gradient × limit + QueueSize   (QueueSize only if gradient = 1)
 //	limit    = clamp((1 − Smoothing) × limit + Smoothing × next)
 //
-// Regimes:
+// A round trip with a Dropped sample (or a Success slower than Timeout)
+// has a gradient of 0.5 (Netflix's version ignores drops, and reads a
+// stable timeout's flat latency as healthy, #137); a round trip in which
+// in flight never reached half the limit leaves it alone.
 //
-//   - steady: short is within Tolerance of long, the gradient is 1 and the
-//     limit grows by Smoothing × QueueSize per round trip (0.8 by default);
-//   - rising load: short outgrows Tolerance × long, the gradient drops
-//     below 1 and the limit shrinks by up to Smoothing/2 per round trip;
-//   - recovering: after a long overload long can be far above short; when
-//     long > 2 × short it decays by 5% per round trip instead of waiting
-//     for the average, so the limit is not held low by history;
-//   - the service slowed: the successes that started at or below the
-//     concurrency long is known to hold at (seenAt, below) cannot carry
-//     this limit's queue; when their mean is beyond Tolerance × long in
-//     consecutive round trips, over at least 32 of them, long takes their
-//     mean at once instead of over LongWindow samples (minutes, at a few
-//     requests per second, during which the limit would shrink for
-//     nothing). Any round trip in which they are within tolerance starts
-//     the count again;
-//   - not in use (in flight never reached half the limit during the round
-//     trip): the limit does not move;
-//   - a round trip with a Dropped sample (or a Success slower than
-//     Timeout): the gradient is 0.5. Netflix's version ignores drops, and
-//     a stable timeout has a flat latency that it reads as healthy (#137).
-//     Unlike Vegas, drops of requests admitted before the cut still
-//     count: a cut is a tenth (0.5, smoothed by 0.2), and repeating it
-//     while the drops of the old limit come in is how Gradient2 comes
-//     down from a limit far above a service that slowed (seed 003).
+// long must not learn the queue the limit lets in, or the limit grows
+// without bound under modest overload (Netflix PR #134):
 //
-// It averages rather than taking a minimum, which suits services whose
-// requests vary widely in cost: a minimum would be the cheapest request's
-// latency and shed the rest.
-//
-// Guards against unbounded growth, which Netflix's version shows under
-// modest overload (Netflix/concurrency-limits PR #134: long follows the
-// queueing latency up, the gradient returns to 1 and the QueueSize term
-// grows the limit):
-//
-//   - the QueueSize term is added only when the gradient is 1, so a
-//     gradient of 0.8 shrinks the limit instead of settling at
-//     QueueSize/(1 − 0.8) above what the service can take;
 //   - long learns only from samples that started with at most seenAt in
-//     flight: the concurrency at which long is known to hold. Under
-//     sustained overload every other sample carries the queue this limit
-//     let in. Learning from the faster ones alone would not do either:
-//     they are the service's fast tail, so long would sink below the
-//     true mean and read the service's ordinary latency as a queue;
-//   - seenAt starts as the highest in flight of long's first samples and
-//     rises to the mean in flight of a round trip whose mean latency is
-//     within long, but never above limit / Tolerance. The mean, because
-//     the round trip's maximum is a burst that lasted an instant. The
-//     cap is Little's law: saturated, latency grows in proportion to in
-//     flight, and the limit settles where it is Tolerance × long, so long
-//     holds at limit / Tolerance and not above. Without the cap, a noisy
-//     round trip at a queued concurrency that happened to come in under
-//     long raised seenAt past the origin's workers, long learned the
-//     queue, the limit grew with it, and the next noisy round trip raised
-//     seenAt again;
-//   - a slowdown is read only from pooled evidence (32 successes at most
-//     seenAt in flight, as above). A single round trip of a noisy service
-//     is beyond 1.5 × its mean now and then, and taking it as the new
-//     long at once is a ratchet: long jumps up, more round trips come in
-//     under it, seenAt rises, and the queue becomes the baseline. With a
-//     lognormal service (mean 20 ms, σ = 0.6) behind 10 workers, that
-//     held 60 requests in flight and a p50 of 117 ms under overload;
-//     pooled, 19 and 36 ms at the same goodput.
+//     flight, the concurrency at which it is known to hold. seenAt starts
+//     as the highest in flight of long's first samples and rises to the
+//     mean in flight of a round trip whose mean latency is within long,
+//     never above limit / Tolerance (Little's law: saturated, the limit
+//     settles where latency is Tolerance × long);
+//   - the QueueSize term is added only when the gradient is 1;
+//   - the service slowed: when the successes at most seenAt in flight are
+//     beyond Tolerance × long in consecutive round trips, over at least
+//     32 of them, long takes their mean at once;
+//   - latency fell back: when long > 2 × short, long decays by 5% per
+//     round trip.
 //
-// When the service itself slows while saturated, the limit first falls
-// (the gradient is below 1), samples at seenAt or below arrive, and long
-// takes their mean: the cost is a dip of the limit while the evidence
-// gathers.
-//
-// In the steady state of an overloaded service the latency settles near
-// Tolerance × long, long being the latency at seenAt in flight (a little
-// above the unloaded latency where arrivals are bursty): Gradient2 trades
-// that much queueing for never running the service below capacity. It
-// holds about 1.5–2.5 × the service's concurrency in flight (seed 000's
-// service at a constant 600 rps: 99% of capacity, p99 57 ms; the overload
-// sweeps: 99–100%, p50 15 ms on 10 ms work). Where the client's deadline is within 1.5 × the
-// service time (seed 003: 2.5 s on 2 s) its queue times requests out:
-// about 72–85% of capacity there.
+// It averages rather than taking a minimum, so it suits requests whose
+// cost varies widely: a minimum is the cheapest request's latency. It
+// trades up to Tolerance of queueing for never running the service below
+// capacity: under sustained overload it holds more than the service's
+// concurrency in flight, and what it admits waits. Little holds less.
 //
 // A Gradient2 is not safe for concurrent use (see Algorithm).
 type Gradient2 struct {

@@ -22,7 +22,11 @@ func algorithms(t *testing.T, maxLimit int, timeout time.Duration) map[string]Al
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]Algorithm{"aimd": a, "vegas": v, "gradient2": g}
+	l, err := NewLittle(LittleConfig{MaxLimit: maxLimit, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]Algorithm{"aimd": a, "vegas": v, "gradient2": g, "little": l}
 }
 
 // Under a constant healthy latency, with demand always above the limit,
@@ -55,13 +59,16 @@ func TestPropertyUnusedLimitDoesNotGrow(t *testing.T) {
 //   - AIMD (overload = latency above 1.5 × base) saws between 0.75 × and
 //     1.5 × C;
 //   - Vegas keeps alpha..beta requests queued: C + 3..6 below 100;
-//   - Gradient2 lets latency reach Tolerance (1.5) × the baseline.
+//   - Gradient2 lets latency reach Tolerance (1.5) × the baseline;
+//   - Little aims for a queueing delay of Headroom (0.25) × the no-load
+//     latency: 1.25 × C.
 func TestPropertyConvergesNearCapacity(t *testing.T) {
 	const base = 50 * time.Millisecond
 	band := map[string][2]float64{ // limit / C, over the second half
 		"aimd":      {0.7, 1.6},
 		"vegas":     {0.9, 2},
 		"gradient2": {0.9, 2}, // 1.5 × C, a little more with small, noisy round trips
+		"little":    {0.95, 1.4},
 	}
 	for _, c := range []int{7, 20, 100} {
 		for _, noise := range []float64{0, 0.1, 0.3} {

@@ -43,98 +43,46 @@ type VegasConfig struct {
 
 // Vegas is TCP Vegas's delay-based limit as Netflix's VegasLimit defines it:
 // it estimates how many requests are queued from how much slower they are
-// than with no load, and keeps that queue small.
+// than with no load, and keeps that queue small. It is kept for comparison;
+// the recommended limit is Little.
 //
 //	queue = ceil(limit × (1 − noLoad/latency))
 //
-// The limit moves once per round trip (see below), with latency the mean
-// over that round trip. With step = max(1, floor(log10(limit))) (1 below a
-// limit of 100, 2 below 1000, …), alpha = Alpha·step, beta = Beta·step and
-// threshold = step:
+// The limit moves once per round trip (one mean latency; every sample of
+// a round trip reflects the same limit), with latency the round trip's
+// mean. With step = max(1, floor(log10(limit))), alpha = Alpha·step, beta =
+// Beta·step and threshold = step:
 //
-//   - slow start: queue ≤ threshold doubles the limit if it was full;
-//     the first larger queue ends slow start and takes the queue off the
-//     limit (limit − queue, what it would be without the overshoot of
-//     the last doubling);
-//   - queue ≤ threshold: + beta (nothing queues: grow fast);
-//   - queue < alpha: + step;
-//   - queue > beta: − step;
-//   - otherwise: unchanged (the sweet spot);
+//   - slow start: queue ≤ threshold doubles the limit if it was full; the
+//     first larger queue ends it and takes the queue off the limit;
+//   - queue ≤ threshold: + beta; queue < alpha: + step;
+//   - queue > beta: − step; otherwise unchanged;
 //   - a round trip with a Dropped sample (or a Success slower than
-//     Timeout): × Backoff, at least one step off, and slow start ends. A
-//     drop says more than a queue does: a deadline was missed. Netflix
-//     takes one step off, which from a limit of 20 needs 13 round trips
-//     to reach a service that now holds 7 (seed 003: 26 s during which
-//     every request times out); TCP Vegas keeps Reno's multiplicative
-//     decrease on loss;
-//     a drop of a request that started before the last backoff is
-//     already answered by it and ignored (a client's timeout can be
-//     longer than a round trip, so its drops land in the round trips
-//     after the backoff and would cut again and again);
+//     Timeout): × Backoff, at least one step off, and slow start ends (TCP
+//     Vegas keeps Reno's multiplicative decrease on loss; Netflix takes
+//     one step off). Drops of requests that started before that backoff
+//     are answered by it and ignored;
 //   - a round trip in which in flight never reached half the limit:
-//     unchanged. The limit is not the constraint, so the latency says
-//     nothing about it, and growing it would only let the next burst in.
+//     unchanged.
 //
 // The new value is smoothed (Smoothing) and clamped to [MinLimit,
-// MaxLimit]. Slow start answers Netflix/concurrency-limits#35: without it a
-// limit that starts at 20 takes minutes to reach a highly concurrent
-// service's capacity.
+// MaxLimit]. Above a limit of 1000 Netflix's step jumps to sqrt; here it
+// stays log10.
 //
-// Round trips. A round trip closes at the first sample that arrives one
-// mean latency after it opened. Netflix's Vegas moves on every sample;
-// since every sample of a round trip reflects the same limit, that moves it
-// about limit times before the first consequence is seen, and the limit
-// swings from far above capacity to MinLimit. One move per round trip is
-// what TCP Vegas does, and Netflix users get it by wrapping the limit in a
-// WindowedLimit.
+// The no-load latency is the lowest mean latency of the least loaded
+// requests of a round trip (those that started with about the fewest in
+// flight), pooled until the evidence holds at least 32 requests. It falls
+// at once to lower evidence; it rises only when, for a whole NoLoadWindow,
+// all the evidence at about the concurrency it was seen at, or less, was
+// higher, and some of it came in the window's second half. Round trips at
+// higher concurrency never raise it: they carry the queue this limit let
+// in. No probe: it is never measured by pinning the limit low.
 //
-// Above a limit of 1000 Netflix's step jumps from log10 (3) to sqrt (31);
-// here it stays log10, so the step grows smoothly.
-//
-// The no-load latency. The evidence is the mean latency of the least
-// loaded requests of a round trip (those that started with about the
-// fewest in flight), pooled over round trips at comparable load until it
-// averages at least 32 requests. A mean, because the fastest single
-// request of a noisy service is an outlier, and a baseline that low reads
-// every round trip as queued; of 32, because the estimate is a minimum
-// over many pieces of evidence, and the minimum of many means of two or
-// three requests is an outlier too (seed 000's service, lognormal with
-// σ = 0.5: the estimate fell to a third of the mean and held the limit at
-// 6 of 10 workers, 55% of capacity; pooled, 91%). The least loaded,
-// because they queued least. The estimate is the lowest such evidence
-// (the first is taken whole, however thin), with two guards against the drift
-// of Netflix's estimate (#165), and without Envoy's probe, which pins
-// concurrency to a handful of requests to measure it and sheds healthy
-// traffic meanwhile (envoyproxy/envoy#8337):
-//
-//   - it falls at once to any lower evidence;
-//   - it rises only when, for a whole NoLoadWindow, all the evidence taken
-//     at about the concurrency the estimate was seen at, or less, was
-//     higher, and
-//     some of it came in the window's second half: the service itself got
-//     slower, and still is. It then becomes the mean of that evidence. Round trips at higher concurrency do not
-//     count: they are slow because of the queue this limit let build, and
-//     learning from them is how a baseline drifts upward until nothing is
-//     shed.
-//
-// If the service slows down while saturated, Vegas first reads the
-// slowdown as a queue and lowers the limit; once requests run at the
-// concurrency the estimate was seen at, a window later the estimate is
-// re-learned and the limit grows back. The cost is a lower limit for about
-// one NoLoadWindow after a slowdown; the gain is a baseline that does not
-// creep up under sustained load.
-//
-// Where it fits. Vegas suits a service whose requests cost about the same.
-// It holds a small queue (3 to 6 requests below a limit of 100), which is a
-// lot for a small, slow service: seed 003's 7 workers at 2 s leave 0.5 s of
-// slack, 1.75 requests; Vegas gets 98% of capacity with constant arrivals
-// (the client's timeouts come back as drops) but 57–70% with Poisson
-// arrivals. A workload whose light-load requests are cheaper than the rest
-// (health checks at night, Netflix PR #125) drags the baseline low, and the
-// limit with it. With exponential service times (§15's sweep, 16 workers
-// at 10 ms) it holds 49% of capacity: the first, thin evidence sets a
-// baseline far below the mean, and nothing corrects it within the
-// NoLoadWindow. Use Gradient2 or AIMD there.
+// When to use it: requests that cost about the same (constant or nearly
+// constant service times), where a queue shows as latency above the
+// no-load latency. With noisy service times (lognormal, exponential,
+// bimodal) the no-load estimate is a minimum of noisy means and falls
+// toward the fast tail, and the limit with it: use Little.
 //
 // A Vegas is not safe for concurrent use (see Algorithm).
 type Vegas struct {

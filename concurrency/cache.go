@@ -50,19 +50,30 @@ type stripe struct {
 	_        [128 - 16]byte
 }
 
-type permitCache []stripe
-
-// newCache returns a cache of 4 stripes a core, 8 to 64.
-func newCache() *permitCache {
-	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 64 {
-		n *= 2
-	}
-	c := make(permitCache, n)
-	return &c
+// permitCache is the stripes and two hints that spare a search or a drain
+// from touching every stripe (256 lines on 64 cores) when none holds a
+// permit. A release sets both after caching and before checking the word;
+// a search clears maybe before looking at every stripe (a release that
+// caches behind it sets it again), and only a drain clears drainable, so a
+// permit cached while the word is open is always drained.
+type permitCache struct {
+	s         []stripe // never written after the cache is made
+	_         [128 - 24]byte
+	maybe     atomic.Bool
+	drainable atomic.Bool
 }
 
-func (c *permitCache) mine() *stripe { return &(*c)[counter.Probe()&uintptr(len(*c)-1)] }
+// newCache returns a cache of 4 stripes a core (so that goroutines on
+// different cores rarely share one), 8 to 256.
+func newCache() *permitCache {
+	n := 8
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
+		n *= 2
+	}
+	return &permitCache{s: make([]stripe, n)}
+}
+
+func (c *permitCache) mine() *stripe { return &c.s[counter.Probe()&uintptr(len(c.s)-1)] }
 
 func takeOne(n *atomic.Int64) bool {
 	for {
@@ -85,8 +96,14 @@ func (l *Limiter) fromCache(all bool) (sluice.Permit, bool) {
 	}
 	s := c.mine()
 	ok := takeOne(&s.n)
-	for i := 0; !ok && all && i < len(*c); i++ {
-		ok = takeOne(&(*c)[i].n)
+	if !ok && all && c.maybe.Load() {
+		c.maybe.Store(false)
+		for i := 0; !ok && i < len(c.s); i++ {
+			ok = takeOne(&c.s[i].n)
+		}
+		if ok {
+			c.maybe.Store(true) // others may be left
+		}
 	}
 	if !ok {
 		return sluice.Permit{}, false
@@ -113,6 +130,12 @@ func (l *Limiter) toCache(o sluice.Outcome, latency time.Duration) bool {
 	if v >= cacheMax || !s.n.CompareAndSwap(v, v+1) {
 		return false
 	}
+	if !c.drainable.Load() {
+		c.drainable.Store(true)
+	}
+	if !c.maybe.Load() {
+		c.maybe.Store(true)
+	}
 	if l.hot.state.Load()&slowBit != 0 {
 		// enter closed the word meanwhile and may have drained the
 		// stripe before this permit arrived: take back what is there and
@@ -132,12 +155,13 @@ func (l *Limiter) toCache(o sluice.Outcome, latency time.Duration) bool {
 // mu held, from enter, once the word is closed.
 func (l *Limiter) drainCache() int {
 	c := l.cache.Load()
-	if c == nil {
+	if c == nil || !c.drainable.Load() {
 		return 0
 	}
+	c.drainable.Store(false)
 	n := int64(0)
-	for i := range *c {
-		n += (*c)[i].n.Swap(0)
+	for i := range c.s {
+		n += c.s[i].n.Swap(0)
 	}
 	return int(n)
 }
@@ -149,9 +173,9 @@ func (l *Limiter) cached() (held int, admitted uint64) {
 	if c == nil {
 		return 0, 0
 	}
-	for i := range *c {
-		held += int((*c)[i].n.Load())
-		admitted += (*c)[i].admitted.Load()
+	for i := range c.s {
+		held += int(c.s[i].n.Load())
+		admitted += c.s[i].admitted.Load()
 	}
 	return held, admitted
 }

@@ -4,7 +4,7 @@
 #
 #   1. wrk, closed loop, as fast as it goes: the server's ceiling here.
 #   2. sluice load at 20,000 req/s for DURATION: does it keep its schedule?
-#   3. wrk held near 20,000 req/s (a Lua delay per connection), then sluice
+#   3. wrk held near 20,000 req/s (50 connections, 2 ms apart), then sluice
 #      load offered exactly the rate wrk measured: the two throughputs, and
 #      the server's own count for each, side by side.
 #   4. sluice load above the ceiling (-max-outstanding 50, like wrk's 50
@@ -39,9 +39,9 @@ echo "== 2. sluice load -rate 20000 -duration ${D}s -connections 50"
 s=$(served "$tmp/sluice" load -rate 20000 -duration ${D}s -connections 50 "$URL")
 loadline; echo "server counted $s/s"
 
-echo "== 3. wrk held near 20,000/s (-c40, 2 ms between requests per connection)"
+echo "== 3. wrk held near 20,000/s (-c50, 2 ms between requests per connection)"
 echo 'function delay() return 2 end' >"$tmp/delay.lua"
-s=$(served wrk -t2 -c40 -d${D}s -s "$tmp/delay.lua" "$URL"); w3=$(wrkrate)
+s=$(served wrk -t2 -c50 -d${D}s -s "$tmp/delay.lua" "$URL"); w3=$(wrkrate)
 echo "wrk: $w3 req/s; server counted $s/s"
 echo "   sluice load -rate $w3 -duration ${D}s -connections 50"
 s=$(served "$tmp/sluice" load -rate "$w3" -duration ${D}s -connections 50 "$URL")

@@ -120,7 +120,7 @@ type AdaptivePolicy struct {
 	// Name labels the policy's results. Default: its kind.
 	Name string `yaml:"name" json:"name"`
 	// Algorithm is the adaptive algorithm (algorithms lists them). Default
-	// gradient2.
+	// little (the recommended one, package adaptive's Little).
 	Algorithm AlgorithmKind `yaml:"algorithm" json:"algorithm"`
 	// Limit is the initial limit; MinLimit and MaxLimit bound it. When set
 	// they override the algorithm config's InitialLimit, MinLimit and
@@ -128,13 +128,14 @@ type AdaptivePolicy struct {
 	Limit    int `yaml:"limit" json:"limit"`
 	MinLimit int `yaml:"min_limit" json:"min_limit"`
 	MaxLimit int `yaml:"max_limit" json:"max_limit"`
-	// AIMD, Vegas and Gradient2 tune the adaptive algorithm of that name
+	// AIMD, Vegas, Gradient2 and Little tune the adaptive algorithm of that name
 	// (only the one selected by Algorithm may be set); their zero values
 	// are the algorithm's defaults. In YAML their keys are the lowercased
 	// field names (aimd: {backoff: 0.9, timeout: 2s}).
 	AIMD      adaptive.AIMDConfig      `yaml:"aimd" json:"aimd"`
 	Vegas     adaptive.VegasConfig     `yaml:"vegas" json:"vegas"`
 	Gradient2 adaptive.Gradient2Config `yaml:"gradient2" json:"gradient2"`
+	Little    adaptive.LittleConfig    `yaml:"little" json:"little"`
 
 	// Queue, MaxWait, Discipline, CoDelTarget and CoDelInterval are as in
 	// ConcurrencyPolicy.

@@ -46,7 +46,7 @@ func newCoreGate(e *engine, cfg concurrency.Config) (*coreGate, error) {
 // algorithm is the adaptive algorithm the policy selects.
 func (p *AdaptivePolicy) algorithm() AlgorithmKind {
 	if p.Algorithm == "" {
-		return Gradient2
+		return Little
 	}
 	return p.Algorithm
 }
@@ -93,6 +93,14 @@ var algorithms = map[AlgorithmKind]algorithm{
 			c := p.Vegas
 			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
 			return adaptive.NewVegas(c)
+		},
+	},
+	Little: {
+		func(p *AdaptivePolicy) bool { return p.Little != (adaptive.LittleConfig{}) },
+		func(p *AdaptivePolicy) (adaptive.Algorithm, error) {
+			c := p.Little
+			p.overrideLimits(&c.InitialLimit, &c.MinLimit, &c.MaxLimit)
+			return adaptive.NewLittle(c)
 		},
 	},
 	Gradient2: {

@@ -173,4 +173,5 @@ const (
 	AIMD      AlgorithmKind = "aimd"
 	Vegas     AlgorithmKind = "vegas"
 	Gradient2 AlgorithmKind = "gradient2"
+	Little    AlgorithmKind = "little"
 )

@@ -136,8 +136,8 @@ func report(out io.Writer, groups []*group, s *server) {
 		}
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "outcomes: success=%d dropped=%d ignored=%d; adaptive concurrency limit now %.0f\n",
-		st.Succeeded, st.Dropped, st.Ignored, s.global.Stats().Limit)
+	fmt.Fprintf(out, "outcomes: success=%d dropped=%d ignored=%d; adaptive concurrency limit now %.0f, no-load latency %v\n",
+		st.Succeeded, st.Dropped, st.Ignored, s.global.Stats().Limit, s.alg.NoLoadLatency().Round(time.Millisecond/10))
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {

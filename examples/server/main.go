@@ -4,7 +4,7 @@
 // backend with a fixed number of workers.
 //
 //	go run ./examples/server                  # serve on 127.0.0.1:8080 until interrupted
-//	go run ./examples/server -demo            # serve on loopback, load it for 3 s, print a summary, exit
+//	go run ./examples/server -demo            # serve on loopback, load it for 6 s, print a summary, exit
 //
 // In demo mode one greedy client sends ten times its share while a crowd of
 // polite clients, each within its share, together ask for more than the
@@ -69,7 +69,7 @@ func parse(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.work, "work", 20*time.Millisecond, "time the backend spends on a request")
 	fs.StringVar(&o.trusted, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
 	fs.BoolVar(&o.demo, "demo", false, "serve on loopback, drive the server with demo clients, print a summary and exit")
-	fs.DurationVar(&o.duration, "duration", 3*time.Second, "how long the demo load runs")
+	fs.DurationVar(&o.duration, "duration", 6*time.Second, "how long the demo load runs (the adaptive limit needs a few seconds to settle)")
 	fs.IntVar(&o.crowd, "crowd", 30, "polite clients in the demo, each at half its share")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -131,6 +131,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 type server struct {
 	handler *httplimit.Handler
 	global  *concurrency.Limiter
+	alg     *adaptive.Little
 }
 
 func newServer(o options, trusted []string) (*server, error) {
@@ -146,9 +147,11 @@ func newServer(o options, trusted []string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Gradient2 finds the concurrency at which latency starts to rise: the
-	// backend's worker count, which the server is not told.
-	alg, err := adaptive.NewGradient2(adaptive.Gradient2Config{InitialLimit: 20, MinLimit: 1, MaxLimit: 200})
+	// Little, the recommended adaptive limit, finds the backend's worker
+	// count (which the server is not told) from latency and throughput,
+	// plus a quarter for a small queue. A short LIFO queue in front keeps
+	// a request ready for each worker that frees, and serves the freshest.
+	alg, err := adaptive.NewLittle(adaptive.LittleConfig{MaxLimit: 200})
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +159,7 @@ func newServer(o options, trusted []string) (*server, error) {
 		Algorithm:  alg,
 		MaxQueue:   50,
 		MaxWait:    100 * time.Millisecond,
-		Discipline: concurrency.AdaptiveLIFO,
+		Discipline: concurrency.LIFO,
 	})
 	if err != nil {
 		return nil, err
@@ -172,7 +175,7 @@ func newServer(o options, trusted []string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &server{handler: h, global: global}, nil
+	return &server{handler: h, global: global, alg: alg}, nil
 }
 
 // backend stands for the work being protected: a fixed number of workers,

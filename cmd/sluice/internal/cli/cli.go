@@ -49,6 +49,7 @@ var commands = []command{
 	{"origin", "[flags] [SCENARIO.yaml]", "serve HTTP like the simulator's origin: workers, a queue, service times", runOrigin},
 	{"load", "[flags] URL", "send an open-loop load to URL and measure goodput and latency", runLoad},
 	{"proxy", "-config FILE [-check]", "serve as an HTTP reverse proxy with the limits the config file sets", runProxy},
+	{"lab", "[flags] [SCENARIO.yaml ...] | capacity [flags] URL", "run the seeds' experiments on loopback sockets and in the simulator, side by side, into an HTML report", runLab},
 	{"version", "", "print the version", runVersion},
 }
 

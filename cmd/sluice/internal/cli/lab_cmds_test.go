@@ -91,6 +91,48 @@ func TestOriginFromScenario(t *testing.T) {
 	}
 }
 
+// TestOriginChangeFlag is seed 003's slowdown from flags, scaled: 1 s of
+// work (10 ms) becomes 2 s (20 ms) at 60 s (600 ms).
+func TestOriginChangeFlag(t *testing.T) {
+	url, wait := startOrigin(t, 2*time.Second, "-workers", "7", "-work", "1s", "-queue", "100", "-change", "60s:work=2s", "-timescale", "0.01")
+	time.Sleep(700 * time.Millisecond)
+	code, out, errs := run("load", "-rate", "100", "-duration", "500ms", "-json", url)
+	if code != ExitOK {
+		t.Fatalf("load: exit %d: %s", code, errs)
+	}
+	var res struct{ Success struct{ P50 time.Duration } }
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Success.P50 < 20*time.Millisecond {
+		t.Errorf("after the change: p50 %v, want 20ms or more", res.Success.P50)
+	}
+	wait()
+}
+
+// TestLoadRampAndBursts: the schedule flags become the load's schedule.
+func TestLoadRampAndBursts(t *testing.T) {
+	url, wait := startOrigin(t, 3*time.Second, "-workers", "100", "-work", "1ms")
+	for _, tc := range []struct {
+		args    []string
+		planned int64
+	}{
+		{[]string{"-rate", "0", "-ramp-to", "200", "-duration", "1s"}, 100}, // the integral of 0 → 200/s over 1 s
+		{[]string{"-rate", "10", "-step", "500ms=90", "-duration", "1s"}, 50},
+		{[]string{"-rate", "10", "-burst", "20", "-burst-every", "200ms", "-burst-count", "3", "-duration", "1s"}, 70},
+	} {
+		code, out, errs := run(append(append([]string{"load", "-json"}, tc.args...), url)...)
+		var res struct{ Planned, Sent, OK int64 }
+		if err := json.Unmarshal([]byte(out), &res); code != ExitOK || err != nil {
+			t.Fatalf("load %q: exit %d, %v: %s", tc.args, code, err, errs)
+		}
+		if d := res.Planned - tc.planned; d < -1 || d > 1 || res.OK != res.Sent {
+			t.Errorf("load %q: %+v, want %d planned", tc.args, res, tc.planned)
+		}
+	}
+	wait()
+}
+
 func TestLoadSeries(t *testing.T) {
 	url, wait := startOrigin(t, 2*time.Second, "-workers", "10", "-work", "1ms")
 	path := filepath.Join(t.TempDir(), "series.csv")
@@ -125,6 +167,9 @@ func TestOriginBadInput(t *testing.T) {
 		{[]string{"-workers", "2", "-work", "1s", "-timescale", "0"}, "-timescale: must be > 0"},
 		{[]string{"-workers", "2", "-work", "1s", "-error-rate", "2"}, "error_rate"},
 		{[]string{"-workers", "x"}, `invalid value "x" for flag -workers`},
+		{[]string{"-workers", "2", "-work", "1s", "-change", "60s"}, "want AT:work=D"},
+		{[]string{"-workers", "2", "-work", "1s", "-change", "60s:speed=2"}, `unknown change "speed=2"`},
+		{[]string{"-workers", "2", "-work", "1s", "-change", "60s:work=2s", "-change", "30s:workers=3"}, "origin.changes[1].at"},
 		{[]string{"-work", "1s", "a.yaml", "b.yaml"}, "at most one scenario file"},
 		{[]string{bad}, bad + ":4: origin.service.kind"},
 	} {

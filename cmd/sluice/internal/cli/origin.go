@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +33,8 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	errRate := fs.Float64("error-rate", 0, "fraction of served requests answered 500")
 	seed := fs.Uint64("seed", 0, "seed of the service-time draws (0: random)")
 	runFor := fs.Duration("for", 0, "stop after this long (0: until interrupted)")
+	var changes changesFlag
+	fs.Var(&changes, "change", "change the model at a time: `AT:work=D` (the mean service time) and/or workers=N, comma-separated (60s:work=2s); repeatable (origin.changes)")
 	pos, code, ok := parse(fs, args, -1)
 	if !ok {
 		return code
@@ -79,6 +83,17 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	}
 	if set["seed"] {
 		cfg.Seed = *seed
+	}
+	if len(changes) > 0 {
+		cfg.Changes = nil
+		for _, ch := range changes {
+			c := sim.Change{At: ch.at, Workers: ch.workers}
+			if ch.work > 0 {
+				c.Service = cfg.Service // same distribution, new mean
+				c.Service.Mean = ch.work
+			}
+			cfg.Changes = append(cfg.Changes, c)
+		}
 	}
 	cfg.TimeScale, cfg.ErrorRate = *timescale, *errRate
 	if !(*timescale > 0) { // the library reads 0 as its default
@@ -160,4 +175,43 @@ func fileError(e env, cmd string, err error) int {
 func configError(fs *flag.FlagSet, err error) int {
 	fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
 	return ExitUsage
+}
+
+// changesFlag collects -change AT:work=D,workers=N.
+type changesFlag []struct {
+	at, work time.Duration
+	workers  int
+}
+
+func (c *changesFlag) String() string { return "" }
+func (c *changesFlag) Set(v string) error {
+	at, rest, ok := strings.Cut(v, ":")
+	if !ok || rest == "" {
+		return fmt.Errorf("want AT:work=D or AT:workers=N (60s:work=2s), got %q", v)
+	}
+	d, err := time.ParseDuration(at)
+	if err != nil {
+		return fmt.Errorf("time %q: %v", at, err)
+	}
+	ch := struct {
+		at, work time.Duration
+		workers  int
+	}{at: d}
+	for _, kv := range strings.Split(rest, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		switch k {
+		case "work":
+			if ch.work, err = time.ParseDuration(val); err != nil || ch.work <= 0 {
+				return fmt.Errorf("work %q: want a duration > 0", val)
+			}
+		case "workers":
+			if ch.workers, err = strconv.Atoi(val); err != nil || ch.workers <= 0 {
+				return fmt.Errorf("workers %q: want a number > 0", val)
+			}
+		default:
+			return fmt.Errorf("unknown change %q (work=D, workers=N)", kv)
+		}
+	}
+	*c = append(*c, ch)
+	return nil
 }

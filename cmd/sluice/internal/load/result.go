@@ -26,16 +26,20 @@ type Result struct {
 	// Throughput is responses (any status) per second.
 	Throughput float64 `json:"throughput"`
 
-	// Keeping the schedule. Planned = Sent + Skipped. A send is Skipped
-	// when ClientWorkers requests were outstanding, or when it was already
-	// past its Timeout when its turn came; it is Late when it left more
-	// than LateAfter behind its intended time. SendLag is how far behind
-	// the sends left.
+	// Keeping the schedule. Planned = Sent + Skipped. A request is Sent
+	// when it is handed to a client worker at its intended time; it may
+	// then wait for a free connection (Config.Connections), which its
+	// latency shows. A send is Skipped when ClientWorkers requests were
+	// outstanding, or when it was already past its Timeout when its turn
+	// came; it is Late when it left more than LateAfter behind its
+	// intended time. SendLag is how far behind the sends left.
 	Planned int64       `json:"planned"`
 	Sent    int64       `json:"sent"`
 	Skipped int64       `json:"skipped"`
 	Late    int64       `json:"late"`
 	SendLag Percentiles `json:"send_lag"`
+	// LateAfter is the lag past which a send counted as Late.
+	LateAfter time.Duration `json:"late_after"`
 
 	// Outcomes of the sent requests. Good ⊆ OK (2xx); Rejected are 429
 	// and 503 answers, and any answer carrying ReasonHeader; Failed are
@@ -48,7 +52,8 @@ type Result struct {
 	Failed     int64 `json:"failed"`
 	Unfinished int64 `json:"unfinished"`
 	// Status counts responses by status code; Reasons counts rejections
-	// by ReasonHeader ("" when the answer had none); Errors counts
+	// by ReasonHeader ("" when the answer had none; at most 64 reasons of
+	// at most 64 bytes, the rest counted as "(other)"); Errors counts
 	// transport errors by kind: "timeout" (the client's deadline),
 	// "refused", "reset", "eof", "other".
 	Status  map[int]int64    `json:"status"`

@@ -53,7 +53,10 @@ type Server struct {
 type waiter struct {
 	ch      chan struct{}
 	granted bool
-	gone    bool
+	// start is when the worker handed to it became free: its work is
+	// timed from then, not from when its goroutine woke up (see release).
+	start time.Time
+	gone  bool
 }
 
 // New validates cfg and returns a Server whose clock starts now. Call
@@ -144,7 +147,7 @@ func (s *Server) handle(arrived time.Time) (code int, reason string) {
 			}
 			// Granted as the deadline passed: the answer is still late.
 			<-w.ch
-			s.release()
+			s.release(time.Now())
 			s.timedOut.Add(1)
 			return http.StatusGatewayTimeout, ReasonTimeout
 		case <-s.done:
@@ -154,24 +157,34 @@ func (s *Server) handle(arrived time.Time) (code int, reason string) {
 			<-w.ch
 		}
 	}
+	started := time.Now()
+	if w != nil && w.start.After(arrived) {
+		// From when the worker was free, but never before the request
+		// arrived: a late release must not serve a newcomer early.
+		started = w.start
+	}
 
 	s.mu.Lock()
 	work := s.svc.draw(s.rng)
 	fail := s.cfg.ErrorRate > 0 && s.rng.Float64() < s.cfg.ErrorRate
 	s.mu.Unlock()
-	started := time.Now()
-	t := time.NewTimer(work)
+	// The work is timed from when the worker became free, and the worker
+	// is given back at when the work should have ended: a timer that fires
+	// late on a busy machine delays this answer, not every request after
+	// it, so the origin keeps the capacity the model gives it.
+	done := started.Add(work)
+	t := time.NewTimer(time.Until(done))
 	defer t.Stop()
 	select {
 	case <-t.C:
-		s.release()
+		s.release(done)
 	case <-deadline:
 		// The answer goes now; the worker stays busy until the work is done.
-		time.AfterFunc(work-time.Since(started), s.release)
+		time.AfterFunc(time.Until(done), func() { s.release(done) })
 		s.timedOut.Add(1)
 		return http.StatusGatewayTimeout, ReasonTimeout
 	case <-s.done:
-		s.release()
+		s.release(time.Now())
 		return http.StatusServiceUnavailable, ReasonClosed
 	}
 	if fail {
@@ -216,17 +229,18 @@ func (s *Server) leave(w *waiter) bool {
 	return true
 }
 
-// release gives a worker back and hands free workers to the queue.
-func (s *Server) release() {
+// release gives a worker back, free since at, and hands free workers to
+// the queue.
+func (s *Server) release(at time.Time) {
 	s.mu.Lock()
 	s.busy--
-	s.startQueued()
+	s.startQueued(at)
 	s.mu.Unlock()
 }
 
-// startQueued hands free workers to queued requests, oldest first. s.mu is
-// held.
-func (s *Server) startQueued() {
+// startQueued hands free workers, free since at, to queued requests,
+// oldest first. s.mu is held.
+func (s *Server) startQueued(at time.Time) {
 	for s.busy < s.workers && s.live > 0 {
 		w := s.queue[0]
 		s.queue[0] = nil
@@ -237,6 +251,7 @@ func (s *Server) startQueued() {
 		s.live--
 		s.busy++
 		w.granted = true
+		w.start = at
 		w.ch <- struct{}{}
 	}
 	if s.live == 0 {
@@ -253,7 +268,7 @@ func (s *Server) change(workers int, svc sim.Dist) {
 	if svc.Kind != "" {
 		s.svc = newSampler(svc)
 	}
-	s.startQueued()
+	s.startQueued(time.Now())
 }
 
 // Stats is a snapshot of a Server's state and counts.

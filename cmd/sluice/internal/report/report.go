@@ -134,6 +134,11 @@ type Summary struct {
 	Success Latency `json:"success_latency_ms"`
 	// Rejection is the latency of rejections: how fast the policy said no.
 	Rejection Latency `json:"rejection_latency_ms"`
+	// RejectionAtServer is the latency of the policy's rejections from the
+	// request's arrival at the server to its answer: how fast the policy
+	// itself said no, without the network and the client's own lag. Real
+	// runs only.
+	RejectionAtServer *Latency `json:"rejection_at_server_ms,omitempty"`
 	// Wait is how long admitted requests waited in the policy's queue.
 	Wait Latency `json:"wait_ms"`
 	// MeanLatencyMs is the mean latency of successes; MeanWaitMs the mean
@@ -141,6 +146,13 @@ type Summary struct {
 	// queue and the origin's together, of the requests served.
 	MeanLatencyMs float64 `json:"mean_latency_ms"`
 	MeanWaitMs    float64 `json:"mean_wait_ms"`
+
+	// Late counts sends that left more than the load generator's
+	// tolerance after their intended time, and SendLag is how late sends
+	// left: present for real runs only (the simulator is never late). A
+	// run with late sends measured its machine as well as its policy.
+	Late    int64    `json:"late,omitempty"`
+	SendLag *Latency `json:"send_lag_ms,omitempty"`
 
 	// Within is present when the scenario asks for it (report.within).
 	Within *Within `json:"within,omitempty"`
@@ -189,6 +201,9 @@ type Point struct {
 	DemandRPS   float64 `json:"demand_rps"`
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
+	// P95Ms is present when the run measured it per interval (the lab's
+	// load generator does; the simulator's series has p50 and p99).
+	P95Ms float64 `json:"p95_ms,omitempty"`
 	// Limit is the policy's limit (requests in flight, or per second for a
 	// rate limit; 0 when there is none); InFlight the requests it admitted
 	// and has not released; Queued those waiting in it.

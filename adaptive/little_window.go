@@ -1,0 +1,73 @@
+package adaptive
+
+import (
+	"math"
+	"time"
+)
+
+// littleWindow gathers one window of a Little limit.
+type littleWindow struct {
+	start       time.Time // zero before the first sample
+	length      time.Duration
+	lat         stat    // the successes' latencies, ns
+	known       stat    // those that started at <= knownAt/2 in flight
+	inFlight    float64 // sum of the successes' InFlight
+	maxInFlight int
+	drops       float64
+}
+
+// Sample counts. A window closes after one mean latency once its mean is
+// firm: littleWindowMin successes with a standard error within 5% of the
+// mean, or littleWindowMax. A slow service sends few, so a window also
+// closes with littleFew after 16 mean latencies, or after 4 if they are
+// within 2% (a constant service). No-load evidence is firm by the same rule
+// from littleEvidence, or with littleFew over 16 no-load latencies.
+const (
+	littleWindowMin = 64
+	littleWindowMax = 512
+	littleEvidence  = 64
+	littleFew       = 16
+	// littleDropShare is the share of a window's samples that must be
+	// Dropped for the limit to back off.
+	littleDropShare = 0.1
+)
+
+// done reports whether the window can close at now.
+func (w *littleWindow) done(now time.Time) bool {
+	elapsed := now.Sub(w.start)
+	switch {
+	case elapsed < w.length:
+		return false
+	case w.overloaded(), w.lat.firm(littleWindowMin, littleWindowMax):
+		return true
+	case w.lat.n < littleFew:
+		return false
+	}
+	return elapsed >= 16*w.length || elapsed >= 4*w.length && w.lat.se() <= 0.02*w.lat.mean()
+}
+
+// overloaded reports whether more than a few of the window's samples
+// were Dropped (see littleDropShare).
+func (w *littleWindow) overloaded() bool {
+	return w.drops > max(1, littleDropShare*(w.lat.n+w.drops))
+}
+
+// stat is a count of latencies (ns), their sum and their sum of squares.
+type stat struct{ n, sum, sumSq float64 }
+
+func (s *stat) add(x float64) { s.n++; s.sum += x; s.sumSq += x * x }
+func (s *stat) merge(o stat)  { s.n += o.n; s.sum += o.sum; s.sumSq += o.sumSq }
+func (s stat) mean() float64  { return s.sum / s.n }
+
+// se returns the standard error of the mean.
+func (s stat) se() float64 {
+	m := s.mean()
+	return math.Sqrt(max(s.sumSq/s.n-m*m, 0) / s.n)
+}
+
+// firm reports whether the mean is known well enough to act on: from at
+// least lo samples, a standard error within 5% of the mean, or hi samples
+// (a constant service needs few, a heavy-tailed one many).
+func (s stat) firm(lo, hi float64) bool {
+	return s.n >= hi || s.n >= lo && s.se() <= 0.05*s.mean()
+}

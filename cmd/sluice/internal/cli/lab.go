@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/lab"
+)
+
+// signalContext is the lab's context: cancelled by Ctrl-C or SIGTERM, so
+// that the lab closes its servers and ports before it exits.
+var signalContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func runLab(e env, fs *flag.FlagSet, args []string) int {
+	if len(args) > 0 && args[0] == "capacity" {
+		return runCapacity(e, args[1:])
+	}
+	timeScale := fs.Float64("timescale", 0, "multiply every duration and divide every rate by `K` in (0, 1] (0: the tour's own per experiment, 1 for files)")
+	out := fs.String("out", filepath.Join(os.TempDir(), "sluice-lab"), "write lab.html and lab.json into `DIR`")
+	simOnly := fs.Bool("sim-only", false, "run the simulator only, no sockets")
+	asJSON := fs.Bool("json", false, "print the results as JSON instead of the summary")
+	only := fs.String("policies", "", "run only the policies of these comma-separated `names`")
+	duration := fs.Duration("duration", 0, "replace each scenario's `duration`, in the file's time (0: keep it)")
+	files, code, ok := parse(fs, args, -1)
+	if !ok {
+		return code
+	}
+	if *timeScale < 0 || *timeScale > 1 {
+		return usageError(fs, "-timescale", fmt.Errorf("must be in (0, 1], or 0 for the experiments' own, got %v", *timeScale))
+	}
+	var exps []lab.Experiment
+	if len(files) == 0 {
+		wd, _ := os.Getwd()
+		root, err := lab.FindRoot(wd)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
+			return ExitUsage
+		}
+		exps = lab.InRoot(lab.Tour(), root)
+	} else {
+		for _, f := range files {
+			exps = append(exps, lab.FromFile(f))
+		}
+	}
+	// Every file is read and checked before anything runs.
+	var names []string
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	plan, err := lab.Plan(exps, lab.PlanOptions{TimeScale: *timeScale, Only: names, Duration: *duration})
+	if err != nil {
+		// A file that cannot be read is bad input, like one that does not
+		// parse: exit 2 either way, and nothing ran.
+		fmt.Fprintf(e.stderr, "sluice lab: %s\n", escape(err.Error()))
+		return ExitUsage
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return usageError(fs, "-out", err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	opts := lab.Options{Progress: e.stderr}
+	if !*simOnly {
+		opts.Real = lab.RunReal
+	}
+	res, runErr := lab.Run(ctx, plan, opts)
+	if *asJSON {
+		err = lab.WriteJSON(e.stdout, res)
+	} else {
+		err = lab.WriteText(e.stdout, res)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice lab: %v\n", err)
+		return ExitFail
+	}
+	path, err := lab.WriteFiles(*out, res)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice lab: writing the report: %v\n", err)
+		return ExitFail
+	}
+	// The report's path ends the output; with -json it goes to stderr, so
+	// that stdout stays one JSON document.
+	where := e.stdout
+	if *asJSON {
+		where = e.stderr
+	}
+	if runErr != nil {
+		fmt.Fprintf(e.stderr, "sluice lab: stopped: %v; the report has what ran\n", runErr)
+		fmt.Fprintf(where, "report: %s\n", path)
+		return ExitFail
+	}
+	fmt.Fprintf(where, "report: %s\n", path)
+	return ExitOK
+}
+
+// runCapacity is "sluice lab capacity URL --slo ...": seed 000's method,
+// automated.
+func runCapacity(e env, args []string) int {
+	fs := newFlagSet(e, command{name: "lab capacity", args: "[flags] URL",
+		summary: "find the highest rate URL serves within an SLO, and the limits that keep it there"})
+	sloFlag := fs.String("slo", "p95<=275ms,success>=99.99%", "the objective: a latency `percentile bound` and a success share")
+	start := fs.Float64("start", 10, "first step's rate, requests per second")
+	maxRate := fs.Float64("max", 20000, "highest rate to try, requests per second")
+	step := fs.Duration("step", 5*time.Second, "how long each step lasts")
+	timeout := fs.Duration("timeout", 0, "client timeout (0: twice the SLO's latency)")
+	precision := fs.Float64("precision", 0.02, "stop when the rate is known to this relative precision")
+	asJSON := fs.Bool("json", false, "print the recommendation as JSON")
+	pos, code, ok := parse(fs, args, 1)
+	if !ok {
+		return code
+	}
+	slo, err := lab.ParseSLO(*sloFlag)
+	if err != nil {
+		return usageError(fs, "-slo", err)
+	}
+	switch {
+	case *start <= 0:
+		return usageError(fs, "-start", fmt.Errorf("must be > 0, got %v", *start))
+	case *maxRate < *start:
+		return usageError(fs, "-max", fmt.Errorf("must be >= -start (%v), got %v", *start, *maxRate))
+	case *step <= 0:
+		return usageError(fs, "-step", fmt.Errorf("must be > 0, got %v", *step))
+	case *timeout < 0:
+		return usageError(fs, "-timeout", fmt.Errorf("must be >= 0, got %v", *timeout))
+	case *precision <= 0 || *precision >= 1:
+		return usageError(fs, "-precision", fmt.Errorf("must be in (0, 1), got %v", *precision))
+	}
+	url := pos[0]
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		return usageError(fs, "URL", fmt.Errorf("want http:// or https://, got %q", url))
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	measure := lab.StepMeasure(url, slo, *step, *timeout, e.stderr)
+	steps, best, err := lab.Search{Start: *start, Max: *maxRate, Precision: *precision}.Find(ctx, slo, measure)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice lab capacity: %v\n", err)
+		return ExitFail
+	}
+	rec := lab.Recommend(slo, steps, best)
+	if *asJSON {
+		err = lab.WriteRecommendationJSON(e.stdout, rec)
+	} else {
+		err = lab.WriteRecommendation(e.stdout, rec)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sluice lab capacity: %v\n", err)
+		return ExitFail
+	}
+	return ExitOK
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLabBadInput: a bad scenario file or flag is exit 2, names the file,
+// line and field (or the flag), and runs nothing — not even the files
+// before it on the command line.
+func TestLabBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	src := "duration: 10s\norigin:\n  workers: 2\n  service: {kind: constant, mean: 1ms}\nload: {rate: 1}\npolicies: [{kind: none, limt: 3}]\n"
+	if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "-out", out, slow, bad}, bad + ":6: policies[0].limt: unknown key"},
+		{[]string{"lab", "-out", out, "-timescale", "2", slow}, "-timescale: must be in (0, 1]"},
+		{[]string{"lab", "-out", out, "-timescale", "x", slow}, "invalid value \"x\" for flag -timescale"},
+		{[]string{"lab", "-out", out, filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
+		{[]string{"lab", "-out", out, "-policies", "static-5,nope", slow}, `-policies: no experiment has a policy named "nope"`},
+		{[]string{"lab", "capacity", "-slo", "p95<275ms", "http://127.0.0.1:1/"}, "-slo: bad SLO"},
+		{[]string{"lab", "capacity", "-step", "0s", "http://127.0.0.1:1/"}, "-step: must be > 0"},
+		{[]string{"lab", "capacity", "127.0.0.1:1"}, "URL: want http:// or https://"},
+		{[]string{"lab", "capacity"}, "missing argument"},
+	} {
+		code, stdout, stderr := run(tc.args...)
+		if code != ExitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr:\n%s", tc.args, code, ExitUsage, stderr)
+		}
+		if !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: stderr lacks %q:\n%s", tc.args, tc.want, stderr)
+		}
+		if stdout != "" {
+			t.Errorf("%q: something ran: %s", tc.args, stdout)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the report directory was made although nothing ran: %v", err)
+	}
+}
+
+// TestLabCapacityUnreachable: a URL nothing listens on is an error in
+// under a second, not a search of timeouts.
+func TestLabCapacityUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a port that was free a moment ago: nothing listens there now
+	start := time.Now()
+	code, _, stderr := run("lab", "capacity", "http://"+addr+"/")
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("took %v, want < 1s", took)
+	}
+	if code != ExitFail || !strings.Contains(stderr, "unreachable") || !strings.Contains(stderr, addr) {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestLabSimOnly runs a file in the simulator through the command: the
+// summary, then the report's path, and the report is there.
+func TestLabSimOnly(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := run("lab", "-sim-only", "-out", out, slow)
+	if code != ExitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	want := "report: " + filepath.Join(out, "lab.html") + "\n"
+	if !strings.HasSuffix(stdout, want) {
+		t.Errorf("stdout does not end with %q:\n%s", want, stdout)
+	}
+	for _, f := range []string{"lab.html", "lab.json"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

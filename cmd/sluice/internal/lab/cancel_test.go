@@ -1,0 +1,71 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sim"
+)
+
+// TestRealStopsOnCancel: Ctrl-C (a cancelled context) stops a real run at
+// once, with every server closed and its port free; TestMain's goleak
+// check finds no goroutine left behind.
+func TestRealStopsOnCancel(t *testing.T) {
+	s := sim.Scenario{
+		Name: "cancel", Duration: time.Minute, Interval: time.Second,
+		Origin: sim.Origin{Workers: 2, Queue: -1, Service: sim.Dist{Kind: sim.Constant, Mean: 50 * time.Millisecond}},
+		Load:   sim.Load{Rate: 100, Timeout: time.Second},
+		Policies: []sim.Policy{
+			sim.NonePolicy{Name: "none"},
+			sim.TickerPolicy{Name: "ticker", Rate: 30, Burst: 2, Queue: -1},
+			sim.ConcurrencyPolicy{Name: "c", Limit: 2, Queue: 10},
+		},
+	}
+	var ports []string
+	listen = func(addr string) (net.Listener, error) {
+		ln, err := Listen(addr)
+		if err == nil {
+			ports = append(ports, ln.Addr().String())
+		}
+		return ln, err
+	}
+	defer func() { listen = Listen }()
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := RunReal(ctx, s, 0, true)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("took %v to stop", took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want the context's", err)
+	}
+	if len(ports) == 0 {
+		t.Fatal("no server was started")
+	}
+	for _, addr := range ports {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("port %s still taken after the run: %v", addr, err)
+			continue
+		}
+		ln.Close()
+	}
+}
+
+// TestListenInUse: a port in use is an error that names it.
+func TestListenInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = Listen(ln.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("err = %v, want one naming %s", err, ln.Addr())
+	}
+}

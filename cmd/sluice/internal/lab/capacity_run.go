@@ -1,0 +1,142 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// StepMeasure measures steps against url with the load generator: constant
+// open-loop arrivals at the step's rate for step, the first fifth left out
+// as warm-up, the client giving up after timeout (0: twice the SLO's
+// latency). Each step's line goes to progress.
+func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.Writer) Measure {
+	if timeout == 0 {
+		timeout = 2 * slo.Latency
+	}
+	var quiet time.Duration // the fastest probe seen: the service idle
+	return func(ctx context.Context, rate float64) (Step, error) {
+		if err := drain(ctx, url, &quiet); err != nil {
+			return Step{}, err
+		}
+		res, err := load.Run(ctx, load.Config{
+			URL:      url,
+			Load:     sim.Load{Arrivals: sim.ConstantArrivals, Rate: rate, Timeout: timeout},
+			Duration: step,
+			Warmup:   step / 5,
+		})
+		if err != nil {
+			return Step{}, err
+		}
+		st := Step{
+			RateRPS:    rate,
+			Sent:       res.Planned,
+			Successes:  res.Good,
+			QuantileMs: quantileMs(res.Latency, slo.Quantile),
+			P50Ms:      ms(res.Success.P50),
+			MeanMs:     ms(res.Success.Mean),
+			// A generator whose sends lagged by a good part of the SLO's
+			// latency measured itself (or its machine), not the service.
+			Behind: ms(res.SendLag.P99) > ms(slo.Latency)/2,
+		}
+		verdict := "meets"
+		if !st.Meets(slo) {
+			verdict = "misses"
+		}
+		if progress != nil {
+			fmt.Fprintf(progress, "step %8.1f rps: success %.3f%%, p%g %.1f ms, successes' p50 %.1f ms: %s the SLO%s\n",
+				rate, 100*st.success(), slo.Quantile*100, st.QuantileMs, st.P50Ms, verdict, map[bool]string{true: " (the generator fell behind: send lag p99 " + fmt.Sprintf("%.1f ms)", ms(res.SendLag.P99))}[st.Behind])
+		}
+		return st, nil
+	}
+}
+
+// quantileMs is the smallest of the load generator's percentiles at or
+// above q: the SLO is checked against a figure no better than the one it
+// names.
+func quantileMs(p load.Percentiles, q float64) float64 {
+	switch {
+	case q <= 0.50:
+		return ms(p.P50)
+	case q <= 0.90:
+		return ms(p.P90)
+	case q <= 0.95:
+		return ms(p.P95)
+	case q <= 0.99:
+		return ms(p.P99)
+	case q <= 0.999:
+		return ms(p.P999)
+	}
+	return ms(p.Max)
+}
+
+// WriteRecommendation prints the advice and its configuration snippet.
+func WriteRecommendation(w io.Writer, r Recommendation) error {
+	knee := "latency did not turn up within the rates tried"
+	if r.KneeRPS > 0 {
+		knee = fmt.Sprintf("latency turns up at %.1f rps (successes' p50 past twice the lowest rate's)", r.KneeRPS)
+	}
+	_, err := fmt.Fprintf(w, `SLO %s holds up to %.1f rps (measured p-latency there: %.1f ms)
+%s
+
+recommended:
+  rate limit         %.0f rps
+  concurrency limit  %d in flight (Little's law: N = X × R at that rate)
+  max wait           %v (the latency budget left above the measured percentile)
+
+%s`, r.SLO, r.RateRPS, r.QuantileMs, knee, r.RateRPS, r.Concurrency,
+		time.Duration(r.MaxWaitMs*float64(time.Millisecond)).Round(time.Millisecond), r.Snippet())
+	return err
+}
+
+// WriteRecommendationJSON writes r as indented JSON.
+func WriteRecommendationJSON(w io.Writer, r Recommendation) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// drain waits until the service answers one request about as fast as it
+// did idle: a step past capacity leaves a queue behind (the service works
+// on requests whose clients gave up), and the next step must not measure
+// it. It probes one request at a time, for at most a minute.
+func drain(ctx context.Context, url string, quiet *time.Duration) error {
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for i := 0; ; i++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			if ctx.Err() != nil && i > 0 {
+				return nil // still busy after a minute: measure anyway
+			}
+			return fmt.Errorf("%w: %s: %v", load.ErrUnreachable, url, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if *quiet == 0 || d < *quiet {
+			*quiet = d
+		}
+		if i >= 2 && d <= 2**quiet+2*time.Millisecond {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

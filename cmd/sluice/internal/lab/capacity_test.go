@@ -1,0 +1,89 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseSLO(t *testing.T) {
+	slo, err := ParseSLO("p95<=275ms,success>=99.99%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slo.Quantile != 0.95 || slo.Latency != 275*time.Millisecond || math.Abs(slo.Success-0.9999) > 1e-12 {
+		t.Fatalf("got %+v", slo)
+	}
+	if got := slo.String(); got != "p95<=275ms,success>=99.99%" {
+		t.Errorf("String() = %q", got)
+	}
+	for _, bad := range []string{"", "p95<=275ms", "success>=99%", "p95<275ms,success>=99%", "p100<=1s,success>=99%",
+		"p95<=-1s,success>=99%", "p95<=275ms,success>=101%", "p95<=275,success>=99%", "q95<=1s,success>=99%"} {
+		if _, err := ParseSLO(bad); !errors.Is(err, ErrSLO) {
+			t.Errorf("ParseSLO(%q): err = %v, want ErrSLO", bad, err)
+		}
+	}
+}
+
+// model is a service with a hard capacity: below it, latency is the work
+// time; past it, the queue grows over the step and the percentile with it.
+func model(capacity, work float64) Measure {
+	return func(_ context.Context, rate float64) (Step, error) {
+		st := Step{Sent: int64(rate * 10), P50Ms: work, MeanMs: work, QuantileMs: work * 1.2}
+		st.Successes = st.Sent
+		if rate > capacity {
+			backlog := (rate - capacity) * 10 // requests queued by the step's end
+			st.QuantileMs = work + 1000*backlog/capacity
+			st.P50Ms = work + 500*backlog/capacity
+			st.MeanMs = st.P50Ms
+		}
+		return st, nil
+	}
+}
+
+func TestSearchFindsCapacity(t *testing.T) {
+	slo, _ := ParseSLO("p95<=275ms,success>=99.99%")
+	for _, capRPS := range []float64{37, 435, 1000, 2500} {
+		steps, best, err := Search{Start: 10, Max: 100000, Precision: 0.02}.Find(context.Background(), slo, model(capRPS, 25))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Past capacity the queue grows through the step: the p50 rises
+		// and the rate is not sustainable, though a 275 ms p95 may hold.
+		if best.RateRPS < 0.95*capRPS || best.RateRPS > 1.05*capRPS {
+			t.Errorf("capacity %v: found %v after %d steps", capRPS, best.RateRPS, len(steps))
+		}
+		r := Recommend(slo, steps, best)
+		if want := int(math.Ceil(best.RateRPS * best.MeanMs / 1000)); r.Concurrency != want {
+			t.Errorf("concurrency %d for %v rps at %v ms, want %d (N = X × R)", r.Concurrency, best.RateRPS, best.MeanMs, want)
+		}
+		if want := 275 - best.QuantileMs; math.Abs(r.MaxWaitMs-want) > 1e-9 {
+			t.Errorf("max wait %v, want %v", r.MaxWaitMs, want)
+		}
+		if r.KneeRPS < capRPS || r.KneeRPS > 1.05*capRPS {
+			t.Errorf("capacity %v: knee %v, want where the queue starts", capRPS, r.KneeRPS)
+		}
+		if !strings.Contains(r.Snippet(), "rate.NewBucket") {
+			t.Errorf("snippet: %s", r.Snippet())
+		}
+	}
+}
+
+func TestSearchNoRate(t *testing.T) {
+	slo, _ := ParseSLO("p95<=1ms,success>=99%")
+	_, _, err := Search{Start: 10, Max: 1000, Precision: 0.02}.Find(context.Background(), slo, model(100, 25))
+	if !errors.Is(err, ErrNoRate) {
+		t.Fatalf("err = %v, want ErrNoRate", err)
+	}
+}
+
+func TestSearchBehindIsNotMet(t *testing.T) {
+	slo, _ := ParseSLO("p95<=275ms,success>=99%")
+	st := Step{Sent: 100, Successes: 100, QuantileMs: 1, Behind: true}
+	if st.Meets(slo) {
+		t.Fatal("a step the generator could not keep met the SLO")
+	}
+}

@@ -1,0 +1,284 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// ErrNotOnSockets marks a policy the load generator cannot play: sluice
+// load does not retry, so a scenario whose clients retry runs on sockets
+// only for the policies that never fail a request (no retry would happen).
+var ErrNotOnSockets = errors.New("not run on sockets")
+
+// RunReal runs every policy of s, at once or one at a time, each on loopback sockets of its
+// own: an origin (package origin, the simulator's model on a real clock),
+// the policy in front of it through the httplimit middleware, and an
+// open-loop load generator (package load) playing s.Load. It reports them
+// in the simulator's model. s is already scaled; within is the report's
+// "served within" bound.
+func RunReal(ctx context.Context, s sim.Scenario, within time.Duration, oneAtATime bool) (*report.Report, error) {
+	interval := s.Interval
+	if interval == 0 {
+		interval = time.Second
+	}
+	r := &report.Report{
+		Version: report.Version, Scenario: s.Name, Seed: s.Seed,
+		DurationS: s.Duration.Seconds(), IntervalS: interval.Seconds(),
+	}
+	results := make([]*report.Policy, len(s.Policies))
+	errs := make([]error, len(s.Policies))
+	var wg sync.WaitGroup
+	for i := range s.Policies {
+		if oneAtATime {
+			if ctx.Err() == nil {
+				results[i], errs[i] = runPolicy(ctx, s, i, interval, within)
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = runPolicy(ctx, s, i, interval, within)
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for i, p := range results {
+		if errs[i] != nil {
+			if !errors.Is(errs[i], ErrNotOnSockets) {
+				failed = append(failed, fmt.Errorf("%s: %w", s.Policies[i].Label(), errs[i]))
+			}
+			continue
+		}
+		if p != nil { // nil: not run, the lab was stopped first
+			r.Policies = append(r.Policies, *p)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	return r, errors.Join(failed...)
+}
+
+// runPolicy runs policy i of s on its own origin and listener.
+func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time.Duration) (*report.Policy, error) {
+	p := s.Policies[i]
+	if s.Load.Retries != (sim.Retries{}) {
+		// sluice load does not retry. A policy that lets every request
+		// fail at the origin depends on the retries: simulator only. The
+		// others run without them; where a retry would have mattered, the
+		// agreement with the simulator shows it.
+		if p.Kind() == sim.None {
+			return nil, fmt.Errorf("%w: its clients retry, and sluice load does not", ErrNotOnSockets)
+		}
+		s.Load.Retries = sim.Retries{}
+	}
+	org, err := origin.New(origin.Config{Origin: s.Origin, Seed: s.Seed + 1})
+	if err != nil {
+		return nil, err
+	}
+	defer org.Close()
+	b, err := buildPolicy(p)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+
+	fr := &front{timeout: s.Load.Timeout, within: within, rejections: hdrhistogram.New(1, 60_000_000, 3)}
+	fr.inner = org
+	var h http.Handler = http.HandlerFunc(fr.admitted)
+	var mw *httplimit.Handler
+	if b.limiter != nil {
+		mw, err = httplimit.New(h, httplimit.Config{Limiter: b.limiter, NoWait: b.noWait, OnReject: onReject})
+		if err != nil {
+			return nil, err
+		}
+		h = mw
+	}
+	fr.policy = h
+
+	ln, err := listen("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	// IdleTimeout closes the connections a burst opened once it is over, so
+	// that five policies under load do not run the process out of files.
+	srv := &http.Server{Handler: fr, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln) // ends with Close below
+	}()
+	defer func() {
+		org.Close() // answers waiting requests at once, so Close does not wait for work
+		_ = srv.Close()
+		<-served
+	}()
+
+	// Gauges: the limit, in flight and queue, sampled at each interval's
+	// end, and the origin's capacity and completions.
+	g := &gauges{every: interval}
+	g.start(func() gaugeSample {
+		st := org.Stats()
+		gs := gaugeSample{capacity: org.Capacity(), busy: st.Busy, queue: st.Queued, served: st.Served + st.Errors}
+		if b.limiter != nil {
+			ls := b.limiter.Stats()
+			gs.limit, gs.inFlight, gs.queued = ls.Limit, ls.InFlight, ls.Queued
+		}
+		return gs
+	})
+	res, err := load.Run(ctx, load.Config{
+		URL:      "http://" + ln.Addr().String() + "/",
+		Load:     s.Load,
+		Duration: s.Duration,
+		Warmup:   s.Warmup,
+		Seed:     s.Seed,
+		Interval: interval,
+	})
+	samples := g.stop()
+	if err != nil {
+		return nil, err
+	}
+	out := fromLoad(res, samples, s, interval)
+	out.Name, out.Kind = p.Label(), string(p.Kind())
+	out.Summary.RejectionAtServer = fr.rejectionLatency()
+	if within > 0 {
+		out.Summary.Within = &report.Within{BoundMs: float64(within) / float64(time.Millisecond),
+			Successes: fr.okWithin.Load(), Admitted: fr.admitWithin.Load()}
+	}
+	return out, nil
+}
+
+// front is what the load generator talks to. It gives each request the
+// client's deadline (the proxy in seed 003 knew its client's 2.5 s): the
+// middleware then releases a request that outlived it as Dropped, the
+// overload signal the simulator's limiters get when a client has gone.
+// The origin's work is not cut short by it, as in the simulator: the
+// origin does not know the client left. It also counts, from each
+// request's arrival, successes and admissions within the report's bound
+// (seed 001's "served within 1 s"), which the load generator's summary
+// does not hold.
+type front struct {
+	timeout, within time.Duration
+	policy          http.Handler // the middleware, or admitted directly
+	inner           http.Handler // the origin
+
+	okWithin, admitWithin atomic.Int64
+
+	mu         sync.Mutex
+	rejections *hdrhistogram.Histogram // µs, the policy's rejections
+}
+
+type arrivalKey struct{}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	ctx := context.WithValue(r.Context(), arrivalKey{}, now)
+	if f.timeout > 0 {
+		// Detached from the connection: a client that gives up at its
+		// deadline must read as a deadline (Dropped), not as a client
+		// that left for no reason (Ignore).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(f.timeout))
+		defer cancel()
+	}
+	sw := &statusRecorder{ResponseWriter: w}
+	f.policy.ServeHTTP(sw, r.WithContext(ctx))
+	took := time.Since(now)
+	if f.within > 0 && sw.status/100 == 2 && took <= f.within {
+		f.okWithin.Add(1)
+	}
+	if sw.rejected {
+		f.mu.Lock()
+		_ = f.rejections.RecordValue(max(took.Microseconds(), 1))
+		f.mu.Unlock()
+	}
+}
+
+// rejectionLatency is the policy's rejections' latency at the server.
+func (f *front) rejectionLatency() *report.Latency {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.rejections
+	l := &report.Latency{Count: h.TotalCount()}
+	if l.Count > 0 {
+		us := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+		l.P50, l.P90, l.P99, l.P999, l.Max = us(50), us(90), us(99), us(99.9), float64(h.Max())/1000
+	}
+	return l
+}
+
+// admitted is the policy's next handler: it counts the admission and
+// passes the request to the origin, which may take longer than the
+// client's deadline (it does the work anyway).
+func (f *front) admitted(w http.ResponseWriter, r *http.Request) {
+	if f.within > 0 {
+		if t, ok := r.Context().Value(arrivalKey{}).(time.Time); ok && time.Since(t) <= f.within {
+			f.admitWithin.Add(1)
+		}
+	}
+	f.inner.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status   int
+	rejected bool // answered by the policy's onReject
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			r := s.Header().Get(load.DefaultReasonHeader)
+			s.rejected = r != "" && !strings.HasPrefix(r, "origin-")
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// onReject answers as httplimit does and names the reason in the field the
+// load generator counts rejections by.
+func onReject(w http.ResponseWriter, r *http.Request, err error) {
+	var re *sluice.RejectError
+	if errors.As(err, &re) {
+		w.Header().Set(load.DefaultReasonHeader, re.Reason.String())
+	} else {
+		w.Header().Set(load.DefaultReasonHeader, "canceled")
+	}
+	httplimit.WriteRejection(w, r, err)
+}
+
+// Listen listens on addr (TCP); an address in use is an error that names it.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// listen is Listen; tests replace it to see the ports the lab took.
+var listen = Listen
