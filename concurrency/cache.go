@@ -42,36 +42,64 @@ import (
 // cacheMax is the most permits one stripe holds.
 const cacheMax = 8
 
-// stripe is one goroutine group's cached permits and the admissions made
-// from them, on its own pair of cache lines.
+// stripe is one goroutine group's cached permits (the low 8 bits of w)
+// and the admissions made from them (the rest: 2^56 of them before it
+// wraps), in one word so that taking a permit and counting it is one CAS,
+// on its own pair of cache lines.
 type stripe struct {
-	n        atomic.Int64
-	admitted atomic.Uint64
-	_        [128 - 16]byte
+	w atomic.Uint64
+	_ [128 - 8]byte
 }
 
-type permitCache []stripe
+const (
+	heldMask = 1<<8 - 1
+	admitOne = 1 << 8
+)
 
-// newCache returns a cache of 4 stripes a core, 8 to 64.
+// permitCache is the stripes and two hints that spare a search or a drain
+// from touching every stripe (256 lines on 64 cores) when none holds a
+// permit. A release sets both after caching and before checking the word;
+// a search clears maybe before looking at every stripe (a release that
+// caches behind it sets it again), and only a drain clears drainable, so a
+// permit cached while the word is open is always drained.
+type permitCache struct {
+	s         []stripe // never written after the cache is made
+	_         [128 - 24]byte
+	maybe     atomic.Bool
+	drainable atomic.Bool
+}
+
+// newCache returns a cache of 4 stripes a core (so that goroutines on
+// different cores rarely share one), 8 to 256.
 func newCache() *permitCache {
 	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 64 {
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
 		n *= 2
 	}
-	c := make(permitCache, n)
-	return &c
+	return &permitCache{s: make([]stripe, n)}
 }
 
-func (c *permitCache) mine() *stripe { return &(*c)[counter.Probe()&uintptr(len(*c)-1)] }
+func (c *permitCache) mine() *stripe { return &c.s[counter.Probe()&uintptr(len(c.s)-1)] }
 
-func takeOne(n *atomic.Int64) bool {
+// takeOne takes a cached permit from s and counts the admission.
+func takeOne(s *stripe) bool {
 	for {
-		v := n.Load()
-		if v <= 0 {
+		v := s.w.Load()
+		if v&heldMask == 0 {
 			return false
 		}
-		if n.CompareAndSwap(v, v-1) {
+		if s.w.CompareAndSwap(v, v-1+admitOne) {
 			return true
+		}
+	}
+}
+
+// takeAll empties s and returns the permits it held, keeping its count.
+func takeAll(s *stripe) int {
+	for {
+		v := s.w.Load()
+		if v&heldMask == 0 || s.w.CompareAndSwap(v, v&^heldMask) {
+			return int(v & heldMask)
 		}
 	}
 }
@@ -84,14 +112,19 @@ func (l *Limiter) fromCache(all bool) (sluice.Permit, bool) {
 		return sluice.Permit{}, false
 	}
 	s := c.mine()
-	ok := takeOne(&s.n)
-	for i := 0; !ok && all && i < len(*c); i++ {
-		ok = takeOne(&(*c)[i].n)
+	ok := takeOne(s)
+	if !ok && all && c.maybe.Load() {
+		c.maybe.Store(false)
+		for i := 0; !ok && i < len(c.s); i++ {
+			ok = takeOne(&c.s[i])
+		}
+		if ok {
+			c.maybe.Store(true) // others may be left
+		}
 	}
 	if !ok {
 		return sluice.Permit{}, false
 	}
-	s.admitted.Add(1)
 	// The token is the permits in flight, this one included, as far as
 	// the word knows (it counts the cache's permits as held).
 	return sluice.NewPermit((*releaser)(l), l.hot.state.Load()&inFlightMask), true
@@ -109,20 +142,26 @@ func (l *Limiter) toCache(o sluice.Outcome, latency time.Duration) bool {
 		c = l.cache.Load()
 	}
 	s := c.mine()
-	v := s.n.Load()
-	if v >= cacheMax || !s.n.CompareAndSwap(v, v+1) {
+	v := s.w.Load()
+	if v&heldMask >= cacheMax || !s.w.CompareAndSwap(v, v+1) {
 		return false
+	}
+	if !c.drainable.Load() {
+		c.drainable.Store(true)
+	}
+	if !c.maybe.Load() {
+		c.maybe.Store(true)
 	}
 	if l.hot.state.Load()&slowBit != 0 {
 		// enter closed the word meanwhile and may have drained the
 		// stripe before this permit arrived: take back what is there and
 		// release it through the Core, which counts it as held.
-		for k := s.n.Swap(0); k > 0; k-- {
+		for k := takeAll(s); k > 0; k-- {
 			l.releaseCore(0, canceled, 0)
 		}
 		return true
 	}
-	if a := s.admitted.Load(); a&63 == 0 && o != canceled && latency > 0 {
+	if (v/admitOne)&63 == 0 && o != canceled && latency > 0 {
 		l.sample(latency)
 	}
 	return true
@@ -132,14 +171,15 @@ func (l *Limiter) toCache(o sluice.Outcome, latency time.Duration) bool {
 // mu held, from enter, once the word is closed.
 func (l *Limiter) drainCache() int {
 	c := l.cache.Load()
-	if c == nil {
+	if c == nil || !c.drainable.Load() {
 		return 0
 	}
-	n := int64(0)
-	for i := range *c {
-		n += (*c)[i].n.Swap(0)
+	c.drainable.Store(false)
+	n := 0
+	for i := range c.s {
+		n += takeAll(&c.s[i])
 	}
-	return int(n)
+	return n
 }
 
 // cached returns the permits the cache holds and the admissions made from
@@ -149,9 +189,10 @@ func (l *Limiter) cached() (held int, admitted uint64) {
 	if c == nil {
 		return 0, 0
 	}
-	for i := range *c {
-		held += int((*c)[i].n.Load())
-		admitted += (*c)[i].admitted.Load()
+	for i := range c.s {
+		v := c.s[i].w.Load()
+		held += int(v & heldMask)
+		admitted += v / admitOne
 	}
 	return held, admitted
 }

@@ -54,7 +54,7 @@ type shard[V any] struct {
 
 	// Per-shard counters, so that parallel admissions on different keys do
 	// not fight over one cache line; Stats sums them.
-	counters   counter.Counters
+	counters   counter.Fixed
 	created    atomic.Uint64
 	evicted    atomic.Uint64
 	overflowed atomic.Uint64

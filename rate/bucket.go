@@ -150,26 +150,43 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 	// time can only see fewer tokens, so it never over-admits, but it
 	// could wrongly reject. Hence a rejection whose state is ahead of our
 	// reading (E > now: someone admitted at a later time, or reservations
-	// are waiting) reads the clock once more and decides again. In the
-	// common rejection (E <= now) a fresher reading could only add the
-	// tokens of a few nanoseconds, so it is not worth another clock read.
+	// are waiting) reads the clock once more and decides again, unless its
+	// token is more than staleBound away. In the common rejection (E <=
+	// now) a fresher reading could only add the tokens of a few
+	// nanoseconds, so it is not worth another clock read.
 	//
 	// A token from a lease (lease.go; single tokens at a live time) needs
 	// no time at all, so the clock is read only once that has failed.
 	t, fresh := now, now != live
 	leased := n == 1 && now == live
 	var (
-		ls    *leaseSet
-		l     *lease
-		empty bool
+		ls, tried *leaseSet // tried: the set whose stripe l was tried
+		l         *lease
+		empty     bool
 	)
+	if leased {
+		// First the caller's stripe, reading no line that the word's CAS
+		// writes: a leasing state's set is on its second line, and a
+		// leasing burst is never too small for one token.
+		if s := b.st.Load(); s != nil {
+			if tried = s.ls.Load(); tried != nil {
+				var ok bool
+				if l, empty, ok = tried.take(false); ok {
+					if g, ok := b.leasedGrant(tried, count); ok {
+						return g
+					}
+				}
+			}
+		}
+	}
 	for {
 		s, w := b.load()
 		if s.Mode != gcra.Inf && int64(n) > s.burst {
 			b.c.Reject(sluice.ReasonTooLarge)
 			return grant{wait: -1, reason: sluice.ReasonTooLarge}
 		}
-		if ls = s.ls.Load(); leased && ls != nil {
+		if ls = s.ls.Load(); leased && ls != nil && ls != tried {
+			tried = ls
 			var ok bool
 			if l, empty, ok = ls.take(false); ok {
 				if g, ok := b.leasedGrant(ls, count); ok {
@@ -208,7 +225,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			}
 		}
 		if !ok {
-			if !fresh && s.Mode == gcra.Rate && w > u {
+			if !fresh && s.Mode == gcra.Rate && w > u && wu <= staleUnits(s) {
 				t, fresh = clock.Nanos(), true
 				continue
 			}
@@ -234,7 +251,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			}
 			return grant{ok: true}
 		}
-		if leased && ls != nil && empty && wu <= 0 {
+		if leased && ls != nil && ls == tried && empty && wu <= 0 {
 			if g, ok := b.refill(s, w, u, ls, l, count); ok {
 				return g
 			}
@@ -250,6 +267,15 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 		}
 	}
 }
+
+// staleBound is how stale a clock reading may plausibly be when a
+// rejection is decided on it: the CAS retries of a contended word take
+// microseconds. A rejection whose token is further away than this could not
+// have been an admission at a fresher reading, so it skips the second clock
+// read (which doubled the cost of every rejection of a drained bucket).
+const staleBound = time.Millisecond
+
+func staleUnits(s *state) int64 { return s.ToUnits(int64(staleBound)) }
 
 // at converts an explicit time to clock nanos, keeping clear of live.
 func at(t time.Time) int64 { return max(clock.FromTime(t), live+1) }

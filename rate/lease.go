@@ -45,36 +45,42 @@ type lease struct {
 	_ [128 - 8]byte
 }
 
-type leaseSet []lease
+// leaseSet is a state's stripes. maybe is set once a refill has parked
+// tokens and cleared by a search that is about to look at every stripe, so
+// that a rejection searches only when a stripe may hold a token: without
+// it, every rejection would read every stripe (256 lines on 64 cores).
+type leaseSet struct {
+	s     []lease // never written after the set is made
+	_     [128 - 24]byte
+	maybe atomic.Bool
+}
 
-// stripes is the size of a new set: 4 stripes a core, 8 to 64.
+// stripes is the size of a new set: 4 stripes a core (so that goroutines
+// on different cores rarely share one), 8 to 256.
 func stripes() int {
 	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 64 {
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
 		n *= 2
 	}
 	return n
 }
 
-func newLeaseSet() *leaseSet {
-	ls := make(leaseSet, stripes())
-	return &ls
-}
+func newLeaseSet() *leaseSet { return &leaseSet{s: make([]lease, stripes())} }
 
 // parked is the most the stripes of ls hold.
-func (ls *leaseSet) parked() int64 { return int64(len(*ls)) * leaseSize }
+func (ls *leaseSet) parked() int64 { return int64(len(ls.s)) * leaseSize }
 
 // mayLease reports whether state s may split into a word and stripes: a
 // refilling bucket whose burst is at least 4 times what a new set parks
-// (1,024 tokens on up to 2 cores, 8,192 from 16 on), so the word keeps
-// most of it.
+// (1,024 tokens on up to 2 cores, 8,192 on 16, 32,768 from 64 on), so
+// the word keeps most of it.
 func (s *state) mayLease() bool {
 	return s.Mode == gcra.Rate && s.ls.Load() == nil && s.burst >= 4*int64(stripes())*leaseSize
 }
 
 // stripe returns the calling goroutine's stripe.
 func (ls *leaseSet) stripe() *lease {
-	return &(*ls)[counter.Probe()&uintptr(len(*ls)-1)]
+	return &ls.s[counter.Probe()&uintptr(len(ls.s)-1)]
 }
 
 // take takes a token from the caller's stripe, or, if all is set (the
@@ -85,9 +91,13 @@ func (ls *leaseSet) take(all bool) (l *lease, empty, ok bool) {
 	if takeOne(l) {
 		return l, false, true
 	}
-	if all {
-		for i := range *ls {
-			if takeOne(&(*ls)[i]) {
+	if all && ls.maybe.Load() {
+		// Clear first: a refill that parks tokens after this search has
+		// passed its stripe sets it again (it publishes, then sets).
+		ls.maybe.Store(false)
+		for i := range ls.s {
+			if takeOne(&ls.s[i]) {
+				ls.maybe.Store(true) // others may be left
 				return l, true, true
 			}
 		}
@@ -110,8 +120,8 @@ func takeOne(l *lease) bool {
 // held returns the tokens the stripes hold.
 func (ls *leaseSet) held() int64 {
 	var n int64
-	for i := range *ls {
-		n += (*ls)[i].n.Load()
+	for i := range ls.s {
+		n += ls.s[i].n.Load()
 	}
 	return n
 }
@@ -119,8 +129,8 @@ func (ls *leaseSet) held() int64 {
 // drain empties the stripes and returns the tokens they held.
 func (ls *leaseSet) drain() int64 {
 	var n int64
-	for i := range *ls {
-		n += (*ls)[i].n.Swap(0)
+	for i := range ls.s {
+		n += ls.s[i].n.Swap(0)
 	}
 	return n
 }
@@ -161,6 +171,8 @@ func (b *Bucket) refill(s *state, w, u int64, ls *leaseSet, l *lease, count bool
 		b.give(leaseSize - 1) // another caller on this stripe refilled it
 	} else if !b.live(ls) {
 		l.n.Swap(0) // drained meanwhile: the drain may have missed these
+	} else if !ls.maybe.Load() {
+		ls.maybe.Store(true)
 	}
 	if count {
 		b.countAdmit(s)
@@ -184,11 +196,12 @@ func (b *Bucket) startLeasing(s *state) {
 	if u, in := s.Units(clock.Nanos(), s.base); in {
 		// The tokens above the word's new burst go to the stripes.
 		extra := int64(s.Tokens(w, u)) - ns.Burst
-		for i := range *ls {
+		for i := range ls.s {
 			if extra <= 0 {
 				break
 			}
-			(*ls)[i].n.Store(min(extra, leaseSize))
+			ls.s[i].n.Store(min(extra, leaseSize))
+			ls.maybe.Store(true)
 			extra -= leaseSize
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -85,7 +86,8 @@ func main() {
 		rounds = append(rounds, parse(&buf))
 	}
 	cpuModel := model(rounds)
-	fmt.Printf("CPU: %s; %d rounds, -cpu %s, -benchtime %s; medians of the rounds' ratios.\n\n", cpuModel, *count, *cpu, *benchtime)
+	fmt.Printf("CPU: %s, %d cores, %s %s/%s; %d rounds, -cpu %s, -benchtime %s; medians of the rounds' ratios.\n\n",
+		cpuModel, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, *count, *cpu, *benchtime)
 	printRatios(rounds, strings.Split(*cpu, ","))
 	fmt.Println()
 	printMiddleware(rounds, strings.Split(*cpu, ","))

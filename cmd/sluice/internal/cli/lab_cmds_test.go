@@ -110,6 +110,29 @@ func TestOriginChangeFlag(t *testing.T) {
 	wait()
 }
 
+// TestLoadRampAndBursts: the schedule flags become the load's schedule.
+func TestLoadRampAndBursts(t *testing.T) {
+	url, wait := startOrigin(t, 3*time.Second, "-workers", "100", "-work", "1ms")
+	for _, tc := range []struct {
+		args    []string
+		planned int64
+	}{
+		{[]string{"-rate", "0", "-ramp-to", "200", "-duration", "1s"}, 100}, // the integral of 0 → 200/s over 1 s
+		{[]string{"-rate", "10", "-step", "500ms=90", "-duration", "1s"}, 50},
+		{[]string{"-rate", "10", "-burst", "20", "-burst-every", "200ms", "-burst-count", "3", "-duration", "1s"}, 70},
+	} {
+		code, out, errs := run(append(append([]string{"load", "-json"}, tc.args...), url)...)
+		var res struct{ Planned, Sent, OK int64 }
+		if err := json.Unmarshal([]byte(out), &res); code != ExitOK || err != nil {
+			t.Fatalf("load %q: exit %d, %v: %s", tc.args, code, err, errs)
+		}
+		if d := res.Planned - tc.planned; d < -1 || d > 1 || res.OK != res.Sent {
+			t.Errorf("load %q: %+v, want %d planned", tc.args, res, tc.planned)
+		}
+	}
+	wait()
+}
+
 func TestLoadSeries(t *testing.T) {
 	url, wait := startOrigin(t, 2*time.Second, "-workers", "10", "-work", "1ms")
 	path := filepath.Join(t.TempDir(), "series.csv")

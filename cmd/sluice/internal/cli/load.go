@@ -22,7 +22,7 @@ import (
 func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	file := fs.String("scenario", "", "take the schedule from the load: section (and duration, warmup, seed) of `FILE`")
 	rate := fs.Float64("rate", 0, "requests per second (load.rate)")
-	rampTo := fs.Float64("ramp-to", -1, "ramp linearly from -rate to this rate over the duration")
+	rampTo := fs.Float64("ramp-to", 0, "ramp linearly from -rate to this `rate` over the duration")
 	var steps stepsFlag
 	fs.Var(&steps, "step", "change the rate at a time: `AT=RATE` (10s=800); repeatable (load.steps)")
 	arrivals := fs.String("arrivals", "", "constant or poisson (load.arrivals; default constant)")

@@ -36,6 +36,13 @@ func (r *Result) WriteSeries(w io.Writer) error {
 	return cw.Error()
 }
 
+func pct(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(of)
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // WriteText writes a summary for a person: the goodput first, then whether
@@ -60,8 +67,8 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "throughput  %.1f/s  (responses completed in the window)\n", r.Throughput)
 	switch {
 	case r.Skipped > 0 || r.Late > 0:
-		fmt.Fprintf(&b, "schedule    NOT KEPT: %d skipped, %d late; send lag p99 %v, max %v\n",
-			r.Skipped, r.Late, r.SendLag.P99, r.SendLag.Max)
+		fmt.Fprintf(&b, "schedule    NOT KEPT: %d skipped, %d late by more than %v (%.2f%%); send lag p99 %v, max %v\n",
+			r.Skipped, r.Late, r.LateAfter, pct(r.Skipped+r.Late, r.Planned), r.SendLag.P99, r.SendLag.Max)
 	default:
 		fmt.Fprintf(&b, "schedule    kept: send lag p99 %v, max %v\n", r.SendLag.P99, r.SendLag.Max)
 	}

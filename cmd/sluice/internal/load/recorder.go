@@ -146,7 +146,7 @@ func (r *recorder) done(off time.Duration, o outcome) {
 		p.rej++
 		if in {
 			res.Rejected++
-			res.Reasons[o.reason]++
+			res.Reasons[r.reasonKey(o.reason)]++
 		}
 	default:
 		kind = r.fail
@@ -168,6 +168,25 @@ func (r *recorder) done(off time.Duration, o outcome) {
 		record(r.lat, o.lat)
 		record(kind, o.lat)
 	}
+}
+
+// The reasons come from the server: a cap on their number and length
+// keeps a server that writes a new one each time from growing the map.
+const (
+	maxReasons   = 64
+	maxReasonLen = 64
+	otherReasons = "(other)"
+)
+
+// reasonKey is the Reasons key for reason. r.mu is held.
+func (r *recorder) reasonKey(reason string) string {
+	if len(reason) > maxReasonLen {
+		reason = reason[:maxReasonLen]
+	}
+	if _, ok := r.res.Reasons[reason]; !ok && len(r.res.Reasons) >= maxReasons-1 {
+		return otherReasons
+	}
+	return reason
 }
 
 // progress returns the counts so far over the whole run, for the progress
@@ -193,6 +212,7 @@ func (r *recorder) result() *Result {
 	c := r.cfg
 	window := (c.Duration - c.Warmup).Seconds()
 	res.Duration, res.Warmup, res.Timeout, res.Clients = c.Duration, c.Warmup, c.Timeout, c.Clients
+	res.LateAfter = c.LateAfter
 	res.Goodput = float64(res.Good) / window
 	res.Offered = float64(res.Planned) / window
 	res.Throughput = float64(r.finished) / window

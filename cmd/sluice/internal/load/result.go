@@ -38,6 +38,8 @@ type Result struct {
 	Skipped int64       `json:"skipped"`
 	Late    int64       `json:"late"`
 	SendLag Percentiles `json:"send_lag"`
+	// LateAfter is the lag past which a send counted as Late.
+	LateAfter time.Duration `json:"late_after"`
 
 	// Outcomes of the sent requests. Good ⊆ OK (2xx); Rejected are 429
 	// and 503 answers, and any answer carrying ReasonHeader; Failed are
@@ -50,7 +52,8 @@ type Result struct {
 	Failed     int64 `json:"failed"`
 	Unfinished int64 `json:"unfinished"`
 	// Status counts responses by status code; Reasons counts rejections
-	// by ReasonHeader ("" when the answer had none); Errors counts
+	// by ReasonHeader ("" when the answer had none; at most 64 reasons of
+	// at most 64 bytes, the rest counted as "(other)"); Errors counts
 	// transport errors by kind: "timeout" (the client's deadline),
 	// "refused", "reset", "eof", "other".
 	Status  map[int]int64    `json:"status"`

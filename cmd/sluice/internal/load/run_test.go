@@ -6,7 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,5 +207,80 @@ func TestTimeScale(t *testing.T) {
 	}
 	if c.Duration != 3*time.Second || c.Rate != 100 || c.Timeout != 125*time.Millisecond || c.Steps[0].At != time.Second || c.Steps[0].Rate != 200 {
 		t.Errorf("scaled by 0.05: %+v", c)
+	}
+}
+
+// TestRunReportsSkipped: a client allowed one outstanding request against
+// a server that takes 50 ms cannot send 100/s, and says so.
+func TestRunReportsSkipped(t *testing.T) {
+	url := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(50 * time.Millisecond) }))
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 100, ClientWorkers: 1}, Duration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Planned != 50 || res.Sent+res.Skipped != 50 || res.Sent > 11 || res.Skipped < 39 || res.OK != res.Sent {
+		t.Errorf("one worker at 50 ms, 100/s planned: planned %d, sent %d, skipped %d, 2xx %d", res.Planned, res.Sent, res.Skipped, res.OK)
+	}
+	var text strings.Builder
+	if err := res.WriteText(&text); err != nil || !strings.Contains(text.String(), "NOT KEPT") {
+		t.Errorf("summary does not say the schedule was not kept (%v):\n%s", err, text.String())
+	}
+}
+
+// TestRunWarmupAndSeries: the warm-up is left out of the counts, not out of
+// the series; the progress line is written while the run goes on.
+func TestRunWarmupAndSeries(t *testing.T) {
+	url := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	var progress strings.Builder
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 20, Steps: []sim.Step{{At: time.Second, Rate: 40}}},
+		Duration: 1500 * time.Millisecond, Warmup: time.Second, Interval: 500 * time.Millisecond, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Planned != 20 || res.OK != 20 || res.Goodput != 40 || res.Offered != 40 {
+		t.Errorf("after a 1 s warm-up, 40/s for 0.5 s: %+v", res)
+	}
+	want := []float64{20, 20, 40}
+	if len(res.Series) != 3 {
+		t.Fatalf("series: %+v", res.Series)
+	}
+	for i, p := range res.Series {
+		if p.Offered != want[i] || p.Goodput != want[i] || p.T != time.Duration(i+1)*500*time.Millisecond {
+			t.Errorf("point %d: %+v, want %v/s", i, p, want[i])
+		}
+	}
+	if !strings.Contains(progress.String(), "\r    1s / 1.5s  sent ") || !strings.HasSuffix(progress.String(), "\n") {
+		t.Errorf("progress: %q", progress.String())
+	}
+	var csv strings.Builder
+	if err := res.WriteSeries(&csv); err != nil || strings.Count(csv.String(), "\n") != 4 {
+		t.Errorf("series CSV (%v):\n%s", err, csv.String())
+	}
+}
+
+// TestRunReasonsCapped: a server that names a new reason on every answer
+// does not grow the result without bound.
+func TestRunReasonsCapped(t *testing.T) {
+	var n atomic.Int64
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(DefaultReasonHeader, strconv.FormatInt(n.Add(1), 10)+strings.Repeat("x", 100))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 400}, Duration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rejected != 200 || len(res.Reasons) != maxReasons || res.Reasons[otherReasons] != 200-maxReasons+1 {
+		t.Errorf("%d rejected, %d reasons", res.Rejected, len(res.Reasons))
+	}
+	var sum int64
+	for k, v := range res.Reasons {
+		sum += v
+		if len(k) > maxReasonLen {
+			t.Errorf("reason of %d bytes kept", len(k))
+		}
+	}
+	if sum != 200 {
+		t.Errorf("reasons add up to %d, want 200", sum)
 	}
 }

@@ -20,6 +20,10 @@ import (
 //     Dropped: the upstream is overloaded or failing;
 //   - a client that went away before the answer is Ignore (httplimit sees
 //     the request's context end): it says nothing about the upstream;
+//     except that with an adaptive limit that has a timeout, a client that
+//     left after waiting longer than that timeout is Dropped: it gave up on
+//     an answer too slow for it (the seed 003 client times out at 2.5 s),
+//     and an algorithm that never heard of those would never back off;
 //   - any other answer is Success, with the time to the end of the body;
 //   - a long-lived request is Ignore, and gives its permits back as soon as
 //     it is known to be long-lived, so that it neither holds a concurrency
@@ -40,6 +44,8 @@ type reqState struct {
 	w           http.ResponseWriter
 	start       time.Time
 	streamAfter time.Duration
+	dropAfter   time.Duration   // a client that left after this long: Dropped (0: never)
+	ctx         context.Context // the request's, to tell a departed client
 	status      int
 	bytes       int64
 
@@ -71,8 +77,11 @@ func (st *reqState) hold(p sluice.Permit) sluice.Permit {
 func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duration) {
 	st.mu.Lock()
 	p := st.take(token)
-	if st.long.Load() {
+	switch {
+	case st.long.Load():
 		o = sluice.Ignore
+	case o == sluice.Ignore && st.dropAfter > 0 && latency >= st.dropAfter && st.ctx != nil && st.ctx.Err() != nil:
+		o = sluice.Dropped
 	}
 	st.mu.Unlock()
 	p.Release(o, latency)

@@ -20,8 +20,7 @@ import (
 )
 
 // RecommendedAlgorithm is what "algorithm" means when the file leaves it
-// out: the adaptive package's recommended algorithm, Little (best behind
-// a short lifo queue: max_queue and discipline).
+// out: the adaptive package's recommended algorithm (adaptive.Little).
 const RecommendedAlgorithm = "little"
 
 // algorithms builds each adaptive algorithm from a policy's spec.

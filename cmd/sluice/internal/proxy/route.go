@@ -258,7 +258,11 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logg
 	if rt.limit != nil {
 		// For the limiters' permits (detaching, outcome); a route
 		// without a policy has none.
-		r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+		st.ctx = r.Context()
+		if a := rt.policy.spec.adaptive(); a != nil {
+			st.dropAfter = a.Timeout
+		}
+		r = r.WithContext(context.WithValue(st.ctx, stateKey{}, st))
 	}
 	rt.handler.ServeHTTP(st, r)
 	dur := time.Since(st.start)
