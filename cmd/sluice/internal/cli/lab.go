@@ -28,6 +28,8 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 	out := fs.String("out", filepath.Join(os.TempDir(), "sluice-lab"), "write lab.html and lab.json into `DIR`")
 	simOnly := fs.Bool("sim-only", false, "run the simulator only, no sockets")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of the summary")
+	only := fs.String("policies", "", "run only the policies of these comma-separated `names`")
+	duration := fs.Duration("duration", 0, "replace each scenario's `duration`, in the file's time (0: keep it)")
 	files, code, ok := parse(fs, args, -1)
 	if !ok {
 		return code
@@ -50,7 +52,11 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 		}
 	}
 	// Every file is read and checked before anything runs.
-	plan, err := lab.Plan(exps, *timeScale)
+	var names []string
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	plan, err := lab.Plan(exps, lab.PlanOptions{TimeScale: *timeScale, Only: names, Duration: *duration})
 	if err != nil {
 		// A file that cannot be read is bad input, like one that does not
 		// parse: exit 2 either way, and nothing ran.

@@ -28,6 +28,7 @@ func TestLabBadInput(t *testing.T) {
 		{[]string{"lab", "-out", out, "-timescale", "2", slow}, "-timescale: must be in (0, 1]"},
 		{[]string{"lab", "-out", out, "-timescale", "x", slow}, "invalid value \"x\" for flag -timescale"},
 		{[]string{"lab", "-out", out, filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
+		{[]string{"lab", "-out", out, "-policies", "static-5,nope", slow}, `-policies: no experiment has a policy named "nope"`},
 		{[]string{"lab", "capacity", "-slo", "p95<275ms", "http://127.0.0.1:1/"}, "-slo: bad SLO"},
 		{[]string{"lab", "capacity", "-step", "0s", "http://127.0.0.1:1/"}, "-step: must be > 0"},
 		{[]string{"lab", "capacity", "127.0.0.1:1"}, "URL: want http:// or https://"},

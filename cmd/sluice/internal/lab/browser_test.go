@@ -25,7 +25,7 @@ func TestReportInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := Plan(InRoot(Tour(), root), 0)
+	plan, err := Plan(InRoot(Tour(), root), PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

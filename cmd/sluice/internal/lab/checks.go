@@ -131,11 +131,18 @@ func checks000(x *ExperimentResult) []Check {
 			Got:  fmt.Sprintf("worst %.1f ms, at %.0f rps offered", worst, at),
 			Held: worst <= 275 && worst > 0,
 		})
-		rej := p.Summary.Rejection
+		// The policy's own answer time: at the server on sockets (from
+		// the request's arrival), in virtual time in the simulator. The
+		// client's view, which adds the network and the generator's lag,
+		// is in the summary.
+		rej, where := p.Summary.Rejection, "from the intended send time"
+		if p.Summary.RejectionAtServer != nil {
+			rej, where = *p.Summary.RejectionAtServer, "at the server, from arrival"
+		}
 		out = append(out, Check{
-			Name: fmt.Sprintf("token-bucket+75ms: failures answered (%s)", s.name),
+			Name: fmt.Sprintf("token-bucket+75ms: failures answered, %s (%s)", where, s.name),
 			Want: "p99 < 1 ms",
-			Got:  fmt.Sprintf("p99 %.3f ms over %d rejections", rej.P99, rej.Count),
+			Got:  fmt.Sprintf("p99 %.3f ms over %d rejections (clients saw p99 %.3f ms)", rej.P99, rej.Count, p.Summary.Rejection.P99),
 			Held: rej.Count > 0 && rej.P99 < 1,
 		})
 		if t := policy(s.r, "ticker+75ms"); t != nil {

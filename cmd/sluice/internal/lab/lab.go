@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,13 +43,33 @@ type Planned struct {
 	Within   time.Duration
 }
 
+// PlanOptions changes the experiments as Plan reads them.
+type PlanOptions struct {
+	// TimeScale, when > 0, replaces every experiment's own (Scale).
+	TimeScale float64
+	// Only, when not empty, keeps the policies of those names: an
+	// experiment with none of them is left out, and a name no experiment
+	// has is an error.
+	Only []string
+	// Duration, when > 0, replaces every scenario's duration, in the
+	// file's time (before scaling): "3m" runs seed 003 to the end of its
+	// slow phase.
+	Duration time.Duration
+}
+
 // Plan reads and checks every experiment's file before anything runs, so
 // that a typo in the last file costs nothing. Errors name the file, the
-// line and the field (scenario.Error) and match scenario.ErrInvalid.
-func Plan(exps []Experiment, timeScale float64) ([]Planned, error) {
+// line and the field (scenario.Error) and match scenario.ErrInvalid; a bad
+// option matches ErrUsage.
+func Plan(exps []Experiment, o PlanOptions) ([]Planned, error) {
+	timeScale, only := o.TimeScale, o.Only
 	if timeScale < 0 || timeScale > 1 {
 		return nil, fmt.Errorf("%w: -timescale: must be in (0, 1], got %v", ErrUsage, timeScale)
 	}
+	if o.Duration < 0 {
+		return nil, fmt.Errorf("%w: -duration: must be >= 0, got %v", ErrUsage, o.Duration)
+	}
+	found := map[string]bool{}
 	out := make([]Planned, 0, len(exps))
 	for _, e := range exps {
 		f, err := scenario.Load(e.File)
@@ -56,6 +77,9 @@ func Plan(exps []Experiment, timeScale float64) ([]Planned, error) {
 			return nil, err
 		}
 		s := f.Scenario
+		if o.Duration > 0 {
+			s.Duration = o.Duration
+		}
 		if e.Policies != nil {
 			var keep []sim.Policy
 			for _, name := range e.Policies {
@@ -69,6 +93,19 @@ func Plan(exps []Experiment, timeScale float64) ([]Planned, error) {
 			s.Policies = keep
 		}
 		s.Policies = append(s.Policies, e.Add...)
+		if len(only) > 0 {
+			var keep []sim.Policy
+			for _, p := range s.Policies {
+				if slices.Contains(only, p.Label()) {
+					keep = append(keep, p)
+					found[p.Label()] = true
+				}
+			}
+			if len(keep) == 0 {
+				continue
+			}
+			s.Policies = keep
+		}
 		k := e.TimeScale
 		if timeScale > 0 {
 			k = timeScale
@@ -85,6 +122,11 @@ func Plan(exps []Experiment, timeScale float64) ([]Planned, error) {
 			return nil, fmt.Errorf("%s: at time scale %v: %w", e.File, k, err)
 		}
 		out = append(out, Planned{Experiment: e, Scenario: s, Within: time.Duration(float64(f.Report.Within) * k)})
+	}
+	for _, name := range only {
+		if !found[name] {
+			return nil, fmt.Errorf("%w: -policies: no experiment has a policy named %q", ErrUsage, name)
+		}
 	}
 	return out, nil
 }

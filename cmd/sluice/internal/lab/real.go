@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
@@ -97,7 +99,7 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 	}
 	defer b.close()
 
-	fr := &front{timeout: s.Load.Timeout, within: within}
+	fr := &front{timeout: s.Load.Timeout, within: within, rejections: hdrhistogram.New(1, 60_000_000, 3)}
 	fr.inner = org
 	var h http.Handler = http.HandlerFunc(fr.admitted)
 	var mw *httplimit.Handler
@@ -154,6 +156,7 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 	}
 	out := fromLoad(res, samples, s, interval)
 	out.Name, out.Kind = p.Label(), string(p.Kind())
+	out.Summary.RejectionAtServer = fr.rejectionLatency()
 	if within > 0 {
 		out.Summary.Within = &report.Within{BoundMs: float64(within) / float64(time.Millisecond),
 			Successes: fr.okWithin.Load(), Admitted: fr.admitWithin.Load()}
@@ -176,6 +179,9 @@ type front struct {
 	inner           http.Handler // the origin
 
 	okWithin, admitWithin atomic.Int64
+
+	mu         sync.Mutex
+	rejections *hdrhistogram.Histogram // µs, the policy's rejections
 }
 
 type arrivalKey struct{}
@@ -193,9 +199,28 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := &statusRecorder{ResponseWriter: w}
 	f.policy.ServeHTTP(sw, r.WithContext(ctx))
-	if f.within > 0 && sw.status/100 == 2 && time.Since(now) <= f.within {
+	took := time.Since(now)
+	if f.within > 0 && sw.status/100 == 2 && took <= f.within {
 		f.okWithin.Add(1)
 	}
+	if sw.rejected {
+		f.mu.Lock()
+		_ = f.rejections.RecordValue(max(took.Microseconds(), 1))
+		f.mu.Unlock()
+	}
+}
+
+// rejectionLatency is the policy's rejections' latency at the server.
+func (f *front) rejectionLatency() *report.Latency {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.rejections
+	l := &report.Latency{Count: h.TotalCount()}
+	if l.Count > 0 {
+		us := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+		l.P50, l.P90, l.P99, l.P999, l.Max = us(50), us(90), us(99), us(99.9), float64(h.Max())/1000
+	}
+	return l
 }
 
 // admitted is the policy's next handler: it counts the admission and
@@ -212,12 +237,17 @@ func (f *front) admitted(w http.ResponseWriter, r *http.Request) {
 
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	status   int
+	rejected bool // answered by the policy's onReject
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			r := s.Header().Get(load.DefaultReasonHeader)
+			s.rejected = r != "" && !strings.HasPrefix(r, "origin-")
+		}
 	}
 	s.ResponseWriter.WriteHeader(code)
 }

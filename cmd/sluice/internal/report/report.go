@@ -134,6 +134,11 @@ type Summary struct {
 	Success Latency `json:"success_latency_ms"`
 	// Rejection is the latency of rejections: how fast the policy said no.
 	Rejection Latency `json:"rejection_latency_ms"`
+	// RejectionAtServer is the latency of the policy's rejections from the
+	// request's arrival at the server to its answer: how fast the policy
+	// itself said no, without the network and the client's own lag. Real
+	// runs only.
+	RejectionAtServer *Latency `json:"rejection_at_server_ms,omitempty"`
 	// Wait is how long admitted requests waited in the policy's queue.
 	Wait Latency `json:"wait_ms"`
 	// MeanLatencyMs is the mean latency of successes; MeanWaitMs the mean
