@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"cmp"
+	"os"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -106,6 +107,16 @@ type Little struct {
 	probeFrom float64
 	skip      bool
 
+	// cutFrom is the last window's mean in flight and latency when a cut
+	// of more than Headroom was made, 0 when none is being checked (see
+	// checkCut); cutSkip passes over the window that still holds requests
+	// admitted before the cut.
+	cutFrom, cutLat float64
+	cutSkip         bool
+	// ceiling is the limit the last cut was made from, 0 once the limit
+	// grew past it.
+	ceiling float64
+
 	win       littleWindow
 	known     stat      // successes at <= knownAt/2 in flight, pooled
 	knownFrom time.Time // when known started pooling
@@ -146,6 +157,19 @@ func (l *Little) Limit() int { return int(l.limit) }
 // or 0 before the first estimate.
 func (l *Little) NoLoadLatency() time.Duration { return time.Duration(l.noLoad) }
 
+// MaxWait suggests a queue's wait bound (see WaitBounder): a fifth of the
+// no-load latency, or 0 before the first estimate. A client's deadline is
+// seldom far beyond the latency it sees when all is well, and a request
+// admitted after waiting longer than that slack is served to no one; with
+// newest-first order a queue that keeps any request at all keeps a fresh
+// one, so a short bound costs no goodput.
+func (l *Little) MaxWait() time.Duration {
+	if os.Getenv("LITTLE_NOMW") != "" {
+		return 0
+	}
+	return time.Duration(l.noLoad / littleWaitShare)
+}
+
 // Observe feeds one sample taken at now and returns the new limit.
 func (l *Little) Observe(now time.Time, s Sample) int {
 	s = overdue(s, l.timeout)
@@ -182,6 +206,9 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		return int(l.limit)
 	}
 	l.close(now)
+	if debugLittle {
+		println("close", now.Unix()%1000, "n", int(w.lat.n), "drops", int(w.drops), "lat", int(w.lat.mean()/1e6), "inf", int(w.inFlight/w.lat.n*10), "max", w.maxInFlight, "noLoad", int(l.noLoad/1e6), "knownAt", int(l.knownAt*10), "limit", int(l.limit*10), "cutFrom", int(l.cutFrom*10), l.cutSkip)
+	}
 	length := w.length
 	if w.lat.n > 0 {
 		length = time.Duration(w.lat.mean())
@@ -194,8 +221,12 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 func (l *Little) close(now time.Time) {
 	w := &l.win
 	if w.overloaded() {
+		// What was dropped was admitted in vain: back off by Backoff, or
+		// by the share dropped when more (at most by half).
 		l.cut = dropCut(now)
-		l.limit = l.bounds.clamp(l.limit * l.backoff)
+		ok := w.lat.n / (w.lat.n + w.drops)
+		l.ceiling = l.limit
+		l.limit = l.bounds.clamp(l.limit * max(min(l.backoff, 2*ok+dropX), 0.5))
 		return
 	}
 	if w.lat.n == 0 {
@@ -221,6 +252,16 @@ func (l *Little) close(now time.Time) {
 		}
 		return
 	}
+	if l.cutFrom > 0 && os.Getenv("LITTLE_NOCHECK") != "" {
+		l.cutFrom = 0
+	}
+	if l.cutFrom > 0 {
+		if l.cutSkip {
+			l.cutSkip = false
+		} else {
+			l.checkCut(latency, inFlight)
+		}
+	}
 	l.learn(now, w.lat, w.known)
 	if float64(w.maxInFlight) < l.limit-1 {
 		return // the limit is not in use: the latency says nothing about it
@@ -231,7 +272,51 @@ func (l *Little) close(now time.Time) {
 		// slower service the known evidence is about to tell.
 		q = min(q, 0)
 	}
-	l.limit = l.bounds.clamp(l.limit * min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom))
+	f := min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom)
+	switch {
+	case f < 1/(1+l.headroom) && l.cutFrom == 0:
+		l.cutFrom, l.cutLat, l.cutSkip = inFlight, latency, true
+		fallthrough
+	case f < 1:
+		l.ceiling = l.limit
+	case l.ceiling > 0 && l.ceiling*l.headroom <= littleSmall && l.limit*f > l.ceiling-1 && l.limit > l.ceiling*0.75:
+		// Near the limit of the last cut, when Headroom is a few requests
+		// at most, grow by an eighth of a request per window: a small
+		// service (a few workers, a deadline close to its latency) loses
+		// requests at each request too many, and probing there fast would
+		// lose them often.
+		f = min(f, 1+1/(8*l.limit))
+		if l.limit*f > l.ceiling+1 {
+			l.ceiling = 0 // past it without a cut: the service grew
+		}
+	}
+	l.limit = l.bounds.clamp(l.limit * f)
+}
+
+// checkCut tells a slower service from a queue after a cut, by Little's
+// law: in flight = throughput × latency. Cutting a queue leaves the
+// throughput as it was (the workers stay busy), so the latency falls in
+// proportion to the in flight; if it does not, the throughput fell with
+// the in flight, which happens only below the service's concurrency, where
+// nothing queues: the latency is the no-load latency of a service that
+// slowed.
+func (l *Little) checkCut(latency, inFlight float64) {
+	from, lat := l.cutFrom, l.cutLat
+	l.cutFrom = 0
+	if inFlight > from*(1-l.headroom/2) {
+		return // the in flight did not fall: the cut was not in use
+	}
+	if latency > lat*inFlight/from*(1+l.headroom) && latency > l.noLoad*(1+l.headroom) {
+		l.noLoad, l.last = latency, latency
+		l.known, l.above = stat{}, stat{}
+		l.knownAt = min(l.knownAt, inFlight)
+		// The cuts were made against the old noLoad: the limit goes back
+		// to the service's concurrency the window before them shows with
+		// the new one (its throughput × noLoad), and grows slowly past it.
+		n := from * min(latency/lat, 1)
+		l.limit = l.bounds.clamp(max(l.limit, n))
+		l.ceiling = n * (1 + l.headroom)
+	}
 }
 
 // probe halves the limit: the first windows were saturated, and their
@@ -288,3 +373,12 @@ func (l *Little) learn(now time.Time, win, known stat) {
 		l.above = stat{}
 	}
 }
+
+var debugLittle = os.Getenv("LITTLE_DEBUG") != ""
+
+var dropX = func() float64 {
+	if os.Getenv("LITTLE_NODROP") != "" {
+		return 1
+	}
+	return 0
+}()

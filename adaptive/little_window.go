@@ -26,10 +26,16 @@ const (
 	littleWindowMin = 64
 	littleWindowMax = 512
 	littleEvidence  = 64
-	littleFew       = 16
+	littleFew       = 8
 	// littleDropShare is the share of a window's samples that must be
 	// Dropped for the limit to back off.
 	littleDropShare = 0.1
+	// littleWaitShare divides the no-load latency into the wait bound
+	// Little suggests (MaxWait).
+	littleWaitShare = 5
+	// littleSmall is the most requests Headroom may stand for at the last
+	// cut for the limit to creep up to it (see close).
+	littleSmall = 3
 )
 
 // done reports whether the window can close at now.
@@ -43,7 +49,7 @@ func (w *littleWindow) done(now time.Time) bool {
 	case w.lat.n < littleFew:
 		return false
 	}
-	return elapsed >= 16*w.length || elapsed >= 4*w.length && w.lat.se() <= 0.02*w.lat.mean()
+	return elapsed >= 8*w.length || elapsed >= 2*w.length && w.lat.se() <= 0.02*w.lat.mean()
 }
 
 // overloaded reports whether more than a few of the window's samples

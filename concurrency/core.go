@@ -57,9 +57,14 @@ type Core struct {
 	// last interval" is now - nonEmptySince >= interval.
 	nonEmptySince int64
 	meanSvc       int64 // ns; 0 until the first latency is seen
-	events        []Event
-	admitted      uint64
-	rejected      [sluice.NumReasons]uint64
+	// waitBound is the Algorithm's suggested MaxWait (adaptive.WaitBounder)
+	// when Config.MaxWait is 0, else nil; lastExp keeps its expiries
+	// non-decreasing while the suggestion moves (see expiryFor).
+	waitBound adaptive.WaitBounder
+	lastExp   int64
+	events    []Event
+	admitted  uint64
+	rejected  [sluice.NumReasons]uint64
 }
 
 // Verdict is what became of an arrival.
@@ -127,6 +132,9 @@ func (c *Core) init(cfg Config) error {
 		return err
 	}
 	c.cfg, c.limit = cfg, cfg.Limit
+	if wb, ok := cfg.Algorithm.(adaptive.WaitBounder); ok && cfg.MaxWait == 0 {
+		c.waitBound = wb
+	}
 	c.q.init()
 	return nil
 }
