@@ -31,13 +31,3 @@ type Algorithm interface {
 	// Limit returns the current limit.
 	Limit() int
 }
-
-// A WaitBounder is an Algorithm that also suggests how long a request may
-// wait in the queue in front of its limit: a concurrency limiter whose
-// MaxWait is 0 uses the suggestion. A request that waits longer than a
-// share of the service's own latency risks outwaiting its client, whose
-// deadline is rarely far beyond that latency.
-type WaitBounder interface {
-	// MaxWait returns the suggested bound, 0 for none yet.
-	MaxWait() time.Duration
-}

@@ -2,7 +2,7 @@ package adaptive
 
 import (
 	"cmp"
-	"os"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -26,7 +26,8 @@ type LittleConfig struct {
 	// service's concurrency. Within (0, 1]; default 0.25.
 	Headroom float64
 	// Backoff multiplies the limit after a window in which more than a
-	// tenth of the samples were Dropped. Within (0, 1]; default 0.9.
+	// tenth of the samples were Dropped (twice the share that succeeded
+	// does, when less, down to a half). Within (0, 1]; default 0.9.
 	Backoff float64
 	// Timeout, when positive, makes a Success slower than it count as
 	// Dropped: the deadline a client gives up at, when the limiter is not
@@ -44,8 +45,9 @@ type LittleConfig struct {
 // know better.
 //
 // Once per window (at least one mean latency, and enough successes that
-// their mean is known within about 5%) it compares the window's mean
-// latency with noLoad:
+// their mean is known within about 5%; for a service whose latencies are
+// all within 5% of each other, two mean latencies and 8 successes) it
+// compares the window's mean latency with noLoad:
 //
 //	q     = latency/noLoad − 1                        queueing delay, as a share
 //	limit = limit × clamp((1 + Headroom)/(1 + q), 0.5, 1 + Headroom)
@@ -53,10 +55,15 @@ type LittleConfig struct {
 // With a queue (q > Headroom) the cut lands in one step on the service's
 // concurrency × (1 + Headroom); with none the limit grows by Headroom per
 // window, so it follows a service that gained workers within a few
-// windows. It settles where the queueing delay is Headroom × noLoad. An unused limit (in flight never reached it) does not move; a
-// window in which more than a tenth of the samples were Dropped multiplies
-// it by Backoff (a drop now and then is the service's own tail, and
-// backing off for each would hold the limit below capacity).
+// windows. It settles where the queueing delay is Headroom × noLoad. An
+// unused limit (in flight never reached it) does not move. A window in
+// which more than a tenth of the samples were Dropped multiplies it by
+// Backoff, or by twice the share that succeeded when that is less (at
+// most halving): a drop now and then is the service's own tail, and
+// backing off for each would hold the limit below capacity. Growth then
+// slows to an eighth of a request per window from one below the limit
+// that lost them: for a service of a few workers whose clients' deadline
+// is close to its latency, one request too many is a loss each time.
 //
 // noLoad is learned from live traffic: never by pinning the limit low to
 // measure it, which sheds healthy requests (envoyproxy/envoy#8337), and
@@ -78,6 +85,17 @@ type LittleConfig struct {
 //     noLoad by two standard errors: the service itself slowed. A slower
 //     service reads as a queue at first, and the cuts that follow are
 //     what bring those successes;
+//   - a cut of more than Headroom is checked: the window after the one
+//     that still holds requests admitted before it (the limit holds
+//     meanwhile) must show the latency fallen with the in flight, as a
+//     queue's does (the throughput stays). If it fell by less than the
+//     in flight by more than Headroom, two standard errors included, the
+//     throughput fell with the in flight instead, which happens only
+//     below the service's concurrency, where nothing queues: the service
+//     slowed, noLoad is that window's latency, and the limit goes back to
+//     the concurrency the window before the cut shows with it. This tells
+//     a slower service within a few windows at any in flight, where the
+//     evidence above needs a quarter of it;
 //   - two windows in a row faster than (1 − Headroom) × noLoad by two
 //     standard errors, queue included, say the service sped up, and
 //     noLoad falls to them.
@@ -113,9 +131,14 @@ type Little struct {
 	// admitted before the cut.
 	cutFrom, cutLat float64
 	cutSkip         bool
-	// ceiling is the limit the last cut was made from, 0 once the limit
+	// ceiling is the limit Dropped samples last cut, 0 once the limit
 	// grew past it.
 	ceiling float64
+
+	// constant reports that the last window of littleFew successes or
+	// more had a standard deviation within 5% of its mean: a window of
+	// such a service may close with fewer.
+	constant bool
 
 	win       littleWindow
 	known     stat      // successes at <= knownAt/2 in flight, pooled
@@ -157,19 +180,6 @@ func (l *Little) Limit() int { return int(l.limit) }
 // or 0 before the first estimate.
 func (l *Little) NoLoadLatency() time.Duration { return time.Duration(l.noLoad) }
 
-// MaxWait suggests a queue's wait bound (see WaitBounder): a fifth of the
-// no-load latency, or 0 before the first estimate. A client's deadline is
-// seldom far beyond the latency it sees when all is well, and a request
-// admitted after waiting longer than that slack is served to no one; with
-// newest-first order a queue that keeps any request at all keeps a fresh
-// one, so a short bound costs no goodput.
-func (l *Little) MaxWait() time.Duration {
-	if os.Getenv("LITTLE_NOMW") != "" {
-		return 0
-	}
-	return time.Duration(l.noLoad / littleWaitShare)
-}
-
 // Observe feeds one sample taken at now and returns the new limit.
 func (l *Little) Observe(now time.Time, s Sample) int {
 	s = overdue(s, l.timeout)
@@ -206,14 +216,14 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		return int(l.limit)
 	}
 	l.close(now)
-	if debugLittle {
-		println("close", now.Unix()%1000, "n", int(w.lat.n), "drops", int(w.drops), "lat", int(w.lat.mean()/1e6), "inf", int(w.inFlight/w.lat.n*10), "max", w.maxInFlight, "noLoad", int(l.noLoad/1e6), "knownAt", int(l.knownAt*10), "limit", int(l.limit*10), "cutFrom", int(l.cutFrom*10), l.cutSkip)
-	}
 	length := w.length
 	if w.lat.n > 0 {
 		length = time.Duration(w.lat.mean())
 	}
-	*w = littleWindow{start: now, length: length}
+	if w.lat.n >= littleFew {
+		l.constant = w.lat.se()*math.Sqrt(w.lat.n) <= 0.05*w.lat.mean()
+	}
+	*w = littleWindow{start: now, length: length, constant: l.constant}
 	return int(l.limit)
 }
 
@@ -226,7 +236,7 @@ func (l *Little) close(now time.Time) {
 		l.cut = dropCut(now)
 		ok := w.lat.n / (w.lat.n + w.drops)
 		l.ceiling = l.limit
-		l.limit = l.bounds.clamp(l.limit * max(min(l.backoff, 2*ok+dropX), 0.5))
+		l.limit = l.bounds.clamp(l.limit * max(min(l.backoff, 2*ok), 0.5))
 		return
 	}
 	if w.lat.n == 0 {
@@ -252,15 +262,15 @@ func (l *Little) close(now time.Time) {
 		}
 		return
 	}
-	if l.cutFrom > 0 && os.Getenv("LITTLE_NOCHECK") != "" {
-		l.cutFrom = 0
-	}
 	if l.cutFrom > 0 {
 		if l.cutSkip {
+			// Requests admitted before the cut: hold the limit until a
+			// window of those admitted after it tells what the cut did.
 			l.cutSkip = false
-		} else {
-			l.checkCut(latency, inFlight)
+			l.last = latency
+			return
 		}
+		l.checkCut(w.lat, inFlight)
 	}
 	l.learn(now, w.lat, w.known)
 	if float64(w.maxInFlight) < l.limit-1 {
@@ -276,16 +286,12 @@ func (l *Little) close(now time.Time) {
 	switch {
 	case f < 1/(1+l.headroom) && l.cutFrom == 0:
 		l.cutFrom, l.cutLat, l.cutSkip = inFlight, latency, true
-		fallthrough
-	case f < 1:
-		l.ceiling = l.limit
-	case l.ceiling > 0 && l.ceiling*l.headroom <= littleSmall && l.limit*f > l.ceiling-1 && l.limit > l.ceiling*0.75:
-		// Near the limit of the last cut, when Headroom is a few requests
-		// at most, grow by an eighth of a request per window: a small
-		// service (a few workers, a deadline close to its latency) loses
-		// requests at each request too many, and probing there fast would
-		// lose them often.
-		f = min(f, 1+1/(8*l.limit))
+	case f > 1 && l.ceiling > 0 && l.limit*f > l.ceiling-1:
+		// Near the limit that last lost requests, grow by an eighth of a
+		// request per window: a small service (a few workers, a deadline
+		// close to its latency) loses requests at each request too many,
+		// and probing there fast would lose them often.
+		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(8*l.limit)))
 		if l.limit*f > l.ceiling+1 {
 			l.ceiling = 0 // past it without a cut: the service grew
 		}
@@ -300,22 +306,24 @@ func (l *Little) close(now time.Time) {
 // the in flight, which happens only below the service's concurrency, where
 // nothing queues: the latency is the no-load latency of a service that
 // slowed.
-func (l *Little) checkCut(latency, inFlight float64) {
+func (l *Little) checkCut(win stat, inFlight float64) {
 	from, lat := l.cutFrom, l.cutLat
 	l.cutFrom = 0
 	if inFlight > from*(1-l.headroom/2) {
 		return // the in flight did not fall: the cut was not in use
 	}
-	if latency > lat*inFlight/from*(1+l.headroom) && latency > l.noLoad*(1+l.headroom) {
+	latency, low := win.mean(), win.mean()-2*win.se()
+	if low > lat*inFlight/from*(1+l.headroom) && low > l.noLoad*(1+l.headroom) {
 		l.noLoad, l.last = latency, latency
+		// knownAt stays: the workers did not change, only their speed,
+		// and what starts at knownAt/2 in flight or fewer goes on telling
+		// noLoad (one window's mean may be off: this one started with
+		// the in flight falling, which finishes the short requests first).
 		l.known, l.above = stat{}, stat{}
-		l.knownAt = min(l.knownAt, inFlight)
 		// The cuts were made against the old noLoad: the limit goes back
 		// to the service's concurrency the window before them shows with
-		// the new one (its throughput × noLoad), and grows slowly past it.
-		n := from * min(latency/lat, 1)
-		l.limit = l.bounds.clamp(max(l.limit, n))
-		l.ceiling = n * (1 + l.headroom)
+		// the new one (its throughput × noLoad).
+		l.limit = l.bounds.clamp(max(l.limit, from*min(latency/lat, 1)))
 	}
 }
 
@@ -373,12 +381,3 @@ func (l *Little) learn(now time.Time, win, known stat) {
 		l.above = stat{}
 	}
 }
-
-var debugLittle = os.Getenv("LITTLE_DEBUG") != ""
-
-var dropX = func() float64 {
-	if os.Getenv("LITTLE_NODROP") != "" {
-		return 1
-	}
-	return 0
-}()

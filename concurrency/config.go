@@ -106,8 +106,7 @@ type Config struct {
 	// MaxWait bounds the time a caller waits in the queue; past it the
 	// caller is rejected with sluice.ReasonQueueTimeout. 0 (the default)
 	// means the wait is bounded only by the caller's context (and by CoDel,
-	// for the CoDel disciplines), or, if the Algorithm is an
-	// adaptive.WaitBounder (Little is), by the bound it suggests.
+	// for the CoDel disciplines).
 	MaxWait time.Duration
 	// Discipline is the queue order and wait rule; FIFO by default.
 	Discipline Discipline

@@ -42,13 +42,6 @@ func (c *Core) expiryFor(now int64) (int64, sluice.Reason) {
 	exp, why := int64(noDeadline), sluice.ReasonQueueTimeout
 	if c.cfg.MaxWait > 0 {
 		exp = satAdd(now, int64(c.cfg.MaxWait))
-	} else if c.waitBound != nil {
-		// The Algorithm's bound moves with what it learns; never earlier
-		// than the last one keeps the head first to expire.
-		if d := c.waitBound.MaxWait(); d > 0 {
-			exp = max(satAdd(now, int64(d)), c.lastExp)
-			c.lastExp = exp
-		}
 	}
 	if c.cfg.Discipline == CoDel || c.cfg.Discipline == AdaptiveLIFO {
 		cd := max(satAdd(now, int64(c.cfg.CoDelTarget)), satAdd(c.nonEmptySince, int64(c.cfg.CoDelInterval)))
