@@ -47,7 +47,9 @@ type Config struct {
 	// 1 (no pipelining) to 10,000.
 	MaxBatch int
 	// BatchWindow is how long a pipeline waits for more calls once it has
-	// at least two; a lone call never waits. Default 50 µs; 0 to 1 ms.
+	// at least two; a lone call never waits. Default DefaultBatchWindow;
+	// at most 1 ms; negative: no wait (a pipeline takes what is queued when
+	// it starts, and calls arriving meanwhile go in the next one).
 	BatchWindow time.Duration
 	// Pipelines is the number of pipelines in flight at once. Default 4;
 	// 1 to 64.
@@ -74,8 +76,8 @@ func (c *Config) fill() error {
 	if err := intField("Config.MaxBatch", &c.MaxBatch, DefaultMaxBatch, 1, 10000); err != nil {
 		return err
 	}
-	if c.BatchWindow < 0 || c.BatchWindow > time.Millisecond {
-		return sluice.NewConfigError("redisstore", "Config.BatchWindow", c.BatchWindow, "must be between 0 and 1ms")
+	if c.BatchWindow > time.Millisecond {
+		return sluice.NewConfigError("redisstore", "Config.BatchWindow", c.BatchWindow, "must be at most 1ms (negative: no wait)")
 	}
 	if c.BatchWindow == 0 {
 		c.BatchWindow = DefaultBatchWindow
@@ -321,7 +323,7 @@ func (s *Store) flusher() {
 				break drain
 			}
 		}
-		if len(batch) > 1 && len(batch) < s.cfg.MaxBatch {
+		if len(batch) > 1 && len(batch) < s.cfg.MaxBatch && s.cfg.BatchWindow > 0 {
 			linger.Reset(s.cfg.BatchWindow)
 		wait:
 			for len(batch) < s.cfg.MaxBatch {
