@@ -15,8 +15,9 @@
 //
 // The limiters live in sub-packages: rate (token bucket, byte shaping),
 // concurrency (in-flight limit with FIFO, LIFO, CoDel and adaptive LIFO
-// queues), adaptive (AIMD, Vegas, Gradient2), keyed (per-key limits with
-// bounded memory). [All] admits across several limiters all-or-nothing.
+// queues), adaptive (Little, the recommended one; Gradient2, AIMD, Vegas),
+// keyed (per-key limits with bounded memory). [All] admits across several
+// limiters all-or-nothing.
 // What uses them: httplimit (net/http middleware), client (a bounded
 // executor, retries under a budget, adaptive throttling, a RoundTripper),
 // netlimit (a limiting net.Listener) and promsluice (Prometheus metrics).

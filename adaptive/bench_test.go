@@ -12,6 +12,7 @@ func BenchmarkObserve(b *testing.B) {
 		"aimd":      func() Algorithm { a, _ := NewAIMD(AIMDConfig{}); return a },
 		"vegas":     func() Algorithm { v, _ := NewVegas(VegasConfig{}); return v },
 		"gradient2": func() Algorithm { g, _ := NewGradient2(Gradient2Config{}); return g },
+		"little":    func() Algorithm { l, _ := NewLittle(LittleConfig{}); return l },
 	} {
 		b.Run("alg="+name, func(b *testing.B) {
 			a := alg()

@@ -38,8 +38,9 @@ type LittleConfig struct {
 // limit is what holds requests back, throughput × noLoad (the latency with
 // nothing queued) is the service's own concurrency, and anything admitted
 // beyond it only waits. It is sluice's recommended adaptive limit: use it,
-// behind a short LIFO queue (concurrency.Config{Discipline: LIFO}), unless
-// you know better.
+// behind a short LIFO queue whose MaxWait is a few service times
+// (concurrency.Config{Discipline: LIFO, MaxQueue, MaxWait}), unless you
+// know better.
 //
 // Once per window (at least one mean latency, and enough successes that
 // their mean is known within about 5%) it compares the window's mean

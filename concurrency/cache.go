@@ -42,13 +42,19 @@ import (
 // cacheMax is the most permits one stripe holds.
 const cacheMax = 8
 
-// stripe is one goroutine group's cached permits and the admissions made
-// from them, on its own pair of cache lines.
+// stripe is one goroutine group's cached permits (the low 8 bits of w)
+// and the admissions made from them (the rest: 2^56 of them before it
+// wraps), in one word so that taking a permit and counting it is one CAS,
+// on its own pair of cache lines.
 type stripe struct {
-	n        atomic.Int64
-	admitted atomic.Uint64
-	_        [128 - 16]byte
+	w atomic.Uint64
+	_ [128 - 8]byte
 }
+
+const (
+	heldMask = 1<<8 - 1
+	admitOne = 1 << 8
+)
 
 // permitCache is the stripes and two hints that spare a search or a drain
 // from touching every stripe (256 lines on 64 cores) when none holds a
@@ -75,14 +81,25 @@ func newCache() *permitCache {
 
 func (c *permitCache) mine() *stripe { return &c.s[counter.Probe()&uintptr(len(c.s)-1)] }
 
-func takeOne(n *atomic.Int64) bool {
+// takeOne takes a cached permit from s and counts the admission.
+func takeOne(s *stripe) bool {
 	for {
-		v := n.Load()
-		if v <= 0 {
+		v := s.w.Load()
+		if v&heldMask == 0 {
 			return false
 		}
-		if n.CompareAndSwap(v, v-1) {
+		if s.w.CompareAndSwap(v, v-1+admitOne) {
 			return true
+		}
+	}
+}
+
+// takeAll empties s and returns the permits it held, keeping its count.
+func takeAll(s *stripe) int {
+	for {
+		v := s.w.Load()
+		if v&heldMask == 0 || s.w.CompareAndSwap(v, v&^heldMask) {
+			return int(v & heldMask)
 		}
 	}
 }
@@ -95,11 +112,11 @@ func (l *Limiter) fromCache(all bool) (sluice.Permit, bool) {
 		return sluice.Permit{}, false
 	}
 	s := c.mine()
-	ok := takeOne(&s.n)
+	ok := takeOne(s)
 	if !ok && all && c.maybe.Load() {
 		c.maybe.Store(false)
 		for i := 0; !ok && i < len(c.s); i++ {
-			ok = takeOne(&c.s[i].n)
+			ok = takeOne(&c.s[i])
 		}
 		if ok {
 			c.maybe.Store(true) // others may be left
@@ -108,7 +125,6 @@ func (l *Limiter) fromCache(all bool) (sluice.Permit, bool) {
 	if !ok {
 		return sluice.Permit{}, false
 	}
-	s.admitted.Add(1)
 	// The token is the permits in flight, this one included, as far as
 	// the word knows (it counts the cache's permits as held).
 	return sluice.NewPermit((*releaser)(l), l.hot.state.Load()&inFlightMask), true
@@ -126,8 +142,8 @@ func (l *Limiter) toCache(o sluice.Outcome, latency time.Duration) bool {
 		c = l.cache.Load()
 	}
 	s := c.mine()
-	v := s.n.Load()
-	if v >= cacheMax || !s.n.CompareAndSwap(v, v+1) {
+	v := s.w.Load()
+	if v&heldMask >= cacheMax || !s.w.CompareAndSwap(v, v+1) {
 		return false
 	}
 	if !c.drainable.Load() {
@@ -140,12 +156,12 @@ func (l *Limiter) toCache(o sluice.Outcome, latency time.Duration) bool {
 		// enter closed the word meanwhile and may have drained the
 		// stripe before this permit arrived: take back what is there and
 		// release it through the Core, which counts it as held.
-		for k := s.n.Swap(0); k > 0; k-- {
+		for k := takeAll(s); k > 0; k-- {
 			l.releaseCore(0, canceled, 0)
 		}
 		return true
 	}
-	if a := s.admitted.Load(); a&63 == 0 && o != canceled && latency > 0 {
+	if (v/admitOne)&63 == 0 && o != canceled && latency > 0 {
 		l.sample(latency)
 	}
 	return true
@@ -159,11 +175,11 @@ func (l *Limiter) drainCache() int {
 		return 0
 	}
 	c.drainable.Store(false)
-	n := int64(0)
+	n := 0
 	for i := range c.s {
-		n += c.s[i].n.Swap(0)
+		n += takeAll(&c.s[i])
 	}
-	return int(n)
+	return n
 }
 
 // cached returns the permits the cache holds and the admissions made from
@@ -174,8 +190,9 @@ func (l *Limiter) cached() (held int, admitted uint64) {
 		return 0, 0
 	}
 	for i := range c.s {
-		held += int(c.s[i].n.Load())
-		admitted += c.s[i].admitted.Load()
+		v := c.s[i].w.Load()
+		held += int(v & heldMask)
+		admitted += v / admitOne
 	}
 	return held, admitted
 }

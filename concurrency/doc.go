@@ -40,7 +40,8 @@
 //
 // # Adaptive limits
 //
-// With Config.Algorithm set (AIMD, Vegas, Gradient2 from package adaptive),
+// With Config.Algorithm set (package adaptive: Little, recommended with a
+// short LIFO queue; Gradient2, AIMD, Vegas),
 // every permit released with Success or Dropped feeds the algorithm a sample
 // and its answer becomes the limit.
 package concurrency

@@ -14,7 +14,7 @@
 //			return rate.NewBucket(rate.Config{Rate: 10, Burst: 20})
 //		},
 //	})
-//	inFlight, _ := concurrency.New(concurrency.Config{Algorithm: gradient2})
+//	inFlight, _ := concurrency.New(concurrency.Config{Algorithm: little, MaxQueue: 50, Discipline: concurrency.LIFO})
 //	h, err := httplimit.New(mux, httplimit.Config{PerKey: perIP, Limiter: inFlight, NoWait: true})
 //
 // # Waiting

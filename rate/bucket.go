@@ -19,7 +19,9 @@ import (
 const Inf = math.MaxFloat64
 
 // Bucket is a token bucket. It is safe for concurrent use; the admission
-// path takes no lock and does not allocate.
+// path takes no lock and does not allocate, except once when a contended
+// bucket splits into stripes (see the package doc) and when a request for
+// several tokens joins them back.
 //
 // The zero Bucket admits nothing (rate 0, burst 0) until a setter changes it.
 type Bucket struct {

@@ -51,6 +51,16 @@
 // admission never mixes an old config with new state. The arithmetic on
 // that word is shared with keyed.Buckets, which keeps one such word per key.
 //
+// Under contention one word written by every admission moves between cores
+// on every admission. So a bucket with a large burst (at least 4× what its
+// stripes hold: 1,024 tokens on 2 cores) splits on the first collision on
+// its word: the word keeps Burst−P tokens and per-goroutine stripes hold
+// up to P more, taken from the word 32 at a time. Single-token admissions
+// take from their stripe without touching the word or the clock. It never
+// admits more than the bucket would, rejects only when the word and every
+// stripe are empty, and setters and Tokens see the stripes; the details
+// and the argument are in lease.go, figures in docs/benchmarks.md.
+//
 // # Edge cases
 //
 //	Rate 0             no refill: Burst tokens in total, then nothing.

@@ -118,3 +118,52 @@ func TestLeaseOnlyLargeBursts(t *testing.T) {
 		}
 	}
 }
+
+// Setters race with admissions from the stripes: retiring a state drains
+// its stripes while callers take from them. Whatever interleaving, no more
+// than the burst is admitted (the rate is too slow to add a token), and
+// Stats counts exactly what was admitted.
+func TestLeaseSettersRaceAdmissions(t *testing.T) {
+	b := leasingBucket(t)
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = b.SetRate(leaseRate * float64(1+i%2))
+			if s, _ := b.load(); s.mayLease() {
+				b.startLeasing(s) // split again at once, as a collision would
+			}
+		}
+	})
+	var workers sync.WaitGroup
+	for range 8 {
+		workers.Go(func() {
+			for range 3000 {
+				if b.Allow() {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	workers.Wait()
+	close(stop)
+	wg.Wait()
+	for b.Allow() {
+		ok.Add(1)
+	}
+	if got := ok.Load(); got > leaseBurst {
+		t.Errorf("%d admitted, want at most the burst %d", got, leaseBurst)
+	} else {
+		// Tokens taken from a stripe as it was drained are dropped.
+		t.Logf("%d admitted of %d", got, leaseBurst)
+	}
+	if s := b.Stats(); s.Admitted != uint64(ok.Load()) {
+		t.Errorf("Stats.Admitted = %d, want %d", s.Admitted, ok.Load())
+	}
+}

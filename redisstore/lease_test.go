@@ -219,3 +219,23 @@ func TestConcurrencyWait(t *testing.T) {
 	}
 	p2.Release(sluice.Success, 0)
 }
+
+// Leases work on a Redis Cluster: the set sits in one slot by its hash tag.
+func TestConcurrencyCluster(t *testing.T) {
+	s := openStore(t, cluster.URL(), Config{Timeout: time.Second}, false)
+	key := "cluster-" + time.Now().Format("150405.000000")
+	l := newConcurrency(t, s, ConcurrencyConfig{Key: key, Limit: 2})
+	p1, err1 := l.TryAcquire()
+	p2, err2 := l.TryAcquire()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if _, err := l.TryAcquire(); !errors.Is(err, sluice.ErrLimit) {
+		t.Fatalf("third lease on a limit of 2: %v", err)
+	}
+	p1.Release(sluice.Success, 0)
+	p2.Release(sluice.Success, 0)
+	if n := leases(t, s, key); n != 0 {
+		t.Fatalf("%d leases after release", n)
+	}
+}

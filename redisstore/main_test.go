@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -18,7 +19,14 @@ var (
 	cluster *redistest.Cluster
 )
 
+// quiet drops go-redis's log lines (failed dials to the servers the fault
+// tests kill), which would bury the test output.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
 	var err error
 	srv, err = redistest.Start()
 	if err != nil {

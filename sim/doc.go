@@ -12,8 +12,8 @@
 //     a client deadline, a cap on outstanding requests, retries under a
 //     budget;
 //   - Policies to compare: none, a static concurrency limit with a FIFO, LIFO,
-//     CoDel or adaptive LIFO queue, an adaptive limit (AIMD, Vegas,
-//     Gradient2), a token bucket (rejecting, or waiting up to a deadline), or
+//     CoDel or adaptive LIFO queue, an adaptive limit (Little,
+//     Gradient2, AIMD, Vegas), a token bucket (rejecting, or waiting up to a deadline), or
 //     seed 000's ticker.
 //
 // Run simulates each policy against a fresh origin and the same arrivals and

@@ -23,6 +23,14 @@ import (
 	"github.com/sluicehq/sluice/redisstore/redistest"
 )
 
+// quiet drops go-redis's log lines (failed dials to the paused server),
+// which would interleave with the benchmark output.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { goredis.SetLogger(quiet{}) }
+
 var (
 	srvOnce sync.Once
 	srv     *redistest.Server

@@ -30,9 +30,11 @@ const (
 
 // Bounds on what a Config may ask for: past them a typo, not a plan.
 const (
-	MaxClients   = 64_000 // distinct 127.0.x.y source addresses
-	MaxRate      = 1e6    // requests per second
-	MaxIntervals = 100_000
+	MaxClients = 64_000 // distinct 127.0.x.y source addresses
+	MaxRate    = 1e6    // requests per second
+	// MaxIntervals bounds the series: each point with successes holds a
+	// latency histogram of about 27 kB, so a series costs at most ~100 MB.
+	MaxIntervals = 3600
 )
 
 // How several clients are told apart (Config.ClientsVia).
@@ -104,7 +106,8 @@ type Config struct {
 	// Default DefaultReasonHeader.
 	ReasonHeader string
 	// Interval is the width of one point of the series. Default
-	// DefaultInterval; at most MaxIntervals points.
+	// DefaultInterval; at most MaxIntervals points (an hour at 1 s: a
+	// longer run needs a wider Interval).
 	Interval time.Duration
 	// LateAfter is how far behind its intended time a send may go before
 	// it is counted late. Default DefaultLateAfter. Latency is measured
@@ -202,9 +205,6 @@ func (c Config) validate() (Config, error) {
 	if c.Clients > 1 && c.ClientsVia == ViaAddr && !loopbackHost(u.Hostname()) {
 		return bad("clients", c.Clients, "distinct source addresses (clients_via addr) need a loopback target, got host "+u.Hostname())
 	}
-	if n := float64(c.Duration) / float64(c.Interval); n > MaxIntervals {
-		return bad("interval", c.Interval, fmt.Sprintf("too small for duration %v: at most %d points", c.Duration, MaxIntervals))
-	}
 	if !validRate(c.Rate) {
 		return bad("load.rate", c.Rate, fmt.Sprintf("must be in [0, %g]", MaxRate))
 	}
@@ -237,7 +237,12 @@ func (c Config) validate() (Config, error) {
 	case c.Rate == 0 && b.Size == 0 && len(c.Steps) == 0:
 		return bad("load.rate", c.Rate, "no load: set a rate, steps or bursts")
 	}
-	return c.scaled(), nil
+	c = c.scaled()
+	// The series spans the scaled duration; Interval is not scaled.
+	if n := float64(c.Duration) / float64(c.Interval); n > MaxIntervals {
+		return bad("interval", c.Interval, fmt.Sprintf("too small for duration %v: at most %d points (use an interval of at least %v)", c.Duration, MaxIntervals, (c.Duration+MaxIntervals-1)/MaxIntervals))
+	}
+	return c, nil
 }
 
 func validRate(r float64) bool { return r >= 0 && r <= MaxRate && !math.IsNaN(r) }

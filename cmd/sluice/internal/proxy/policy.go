@@ -20,12 +20,14 @@ import (
 )
 
 // RecommendedAlgorithm is what "algorithm" means when the file leaves it
-// out: the adaptive package's recommended algorithm. Gradient2 until the
-// package names another.
-const RecommendedAlgorithm = "gradient2"
+// out: the adaptive package's recommended algorithm (adaptive.Little).
+const RecommendedAlgorithm = "little"
 
 // algorithms builds each adaptive algorithm from a policy's spec.
 var algorithms = map[string]func(a *AdaptiveSpec) (adaptive.Algorithm, error){
+	"little": func(a *AdaptiveSpec) (adaptive.Algorithm, error) {
+		return adaptive.NewLittle(adaptive.LittleConfig{InitialLimit: a.InitialLimit, MinLimit: a.MinLimit, MaxLimit: a.MaxLimit, Timeout: a.Timeout})
+	},
 	"gradient2": func(a *AdaptiveSpec) (adaptive.Algorithm, error) {
 		return adaptive.NewGradient2(adaptive.Gradient2Config{InitialLimit: a.InitialLimit, MinLimit: a.MinLimit, MaxLimit: a.MaxLimit, Timeout: a.Timeout})
 	},

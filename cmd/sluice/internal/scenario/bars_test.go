@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,32 +180,44 @@ func (f *figures) measure(pr sim.PolicyResult, ps []phase, seed uint64) {
 	}
 }
 
-// runBars runs every bar file over every seed and returns each file's
-// figures by policy name, in barPolicies' order.
+// runBars runs every bar file over every seed, the files in parallel, and
+// returns each file's figures by policy name, in barPolicies' order.
 func runBars(t *testing.T) (names []string, out map[string][]figures) {
 	t.Helper()
-	out = map[string][]figures{}
-	for _, bf := range barFiles {
+	names = make([]string, len(barFiles))
+	figs := make([][]figures, len(barFiles))
+	var wg sync.WaitGroup
+	for i, bf := range barFiles {
 		f, err := Load("../../../../scenarios/" + bf.file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps := phases(f.Scenario, bf.converge, bf.window)
-		pols := barPolicies(f.Origin.Workers)
-		figs := make([]figures, len(pols))
-		for _, seed := range barSeeds {
-			s := f.Scenario
-			s.Seed, s.Policies, s.Warmup = seed, pols, 0
-			res, err := sim.Run(s)
-			if err != nil {
-				t.Fatal(err)
+		names[i] = f.Name
+		wg.Go(func() {
+			ps := phases(f.Scenario, bf.converge, bf.window)
+			pols := barPolicies(f.Origin.Workers)
+			figs[i] = make([]figures, len(pols))
+			for _, seed := range barSeeds {
+				s := f.Scenario
+				s.Seed, s.Policies, s.Warmup = seed, pols, 0
+				res, err := sim.Run(s)
+				if err != nil {
+					t.Errorf("%s: %v", bf.file, err)
+					return
+				}
+				for j, pr := range res.Policies {
+					figs[i][j].measure(pr, ps, seed)
+				}
 			}
-			for i, pr := range res.Policies {
-				figs[i].measure(pr, ps, seed)
-			}
-		}
-		names = append(names, f.Name)
-		out[f.Name] = figs
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	out = map[string][]figures{}
+	for i, name := range names {
+		out[name] = figs[i]
 	}
 	return names, out
 }

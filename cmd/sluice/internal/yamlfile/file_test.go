@@ -1,0 +1,76 @@
+package yamlfile
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExpandEnv(t *testing.T) {
+	t.Setenv("YF_SET", "v")
+	t.Setenv("YF_EMPTY", "")
+	for _, tc := range []struct{ in, want, err string }{
+		{"plain", "plain", ""},
+		{"${YF_SET}-${YF_SET}", "v-v", ""},
+		{"a${YF_EMPTY}b", "ab", ""},
+		{"$$5 and ^a$", "$5 and ^a$", ""},
+		{"${YF_UNSET_1} ${YF_UNSET_2}", "", "YF_UNSET_1, YF_UNSET_2 is not set"},
+	} {
+		got, err := ExpandEnv(tc.in)
+		if (err != nil) != (tc.err != "") || (err != nil && !strings.Contains(err.Error(), tc.err)) || got != tc.want {
+			t.Errorf("ExpandEnv(%q) = %q, %v; want %q, %q", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+type doc struct {
+	Name    string        `yaml:"name"`
+	Wait    time.Duration `yaml:"wait"`
+	Section *struct {
+		N int `yaml:"n"`
+	} `yaml:"section"`
+	Items []struct {
+		V string `yaml:"v"`
+	} `yaml:"items"`
+}
+
+func TestDecode(t *testing.T) {
+	t.Setenv("YF_NAME", "from-env")
+	var d doc
+	lines, err := Decode("f.yaml", []byte("name: ${YF_NAME}\nwait: 2s\nsection: {n: 3}\nitems:\n  - v: a\n"), &d, Options{Expand: ExpandEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "from-env" || d.Wait != 2*time.Second || d.Section == nil || d.Section.N != 3 || d.Items[0].V != "a" {
+		t.Errorf("decoded %+v", d)
+	}
+	if e := lines.At("f.yaml", "items[0].v", "bad"); e.Line != 5 || e.Error() != "f.yaml:5: items[0].v: bad" {
+		t.Errorf("Lines.At: %v", e)
+	}
+	if e := lines.At("f.yaml", "section.missing", "bad"); e.Line != 3 {
+		t.Errorf("Lines.At of an unwritten field: line %d, want its section's (3)", e.Line)
+	}
+	var absent doc
+	if _, err := Decode("f.yaml", []byte("name: x\n"), &absent, Options{}); err != nil || absent.Section != nil {
+		t.Errorf("an absent section: %+v, %v; want nil", absent.Section, err)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"nmae: x\n", "f.yaml:1: nmae: unknown key (known here: items, name, section, wait)"},
+		{"name: a\nname: b\n", "f.yaml:2: name: key given twice"},
+		{"wait: 5\n", `f.yaml:1: wait: "5" has no unit`},
+		{"section: {n: x}\n", `f.yaml:1: section.n: "x" is not a whole number`},
+		{"name: ${YF_UNSET}\n", "f.yaml:1: name: environment variable YF_UNSET is not set"},
+		{"", "f.yaml:1: empty file"},
+		{"a: 1\n---\nb: 2\n", "more than one YAML document"},
+	} {
+		var d doc
+		_, err := Decode("f.yaml", []byte(tc.in), &d, Options{Expand: ExpandEnv})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want %q matching ErrInvalid", tc.in, err, tc.want)
+		}
+	}
+}
