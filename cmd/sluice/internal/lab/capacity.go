@@ -242,14 +242,11 @@ bucket, _ := rate.NewBucket(rate.Config{Rate: %.0[1]f, Burst: %[2]d, MaxWait: %[
 inFlight, _ := concurrency.New(concurrency.Config{Limit: %[5]d})
 h, _ := httplimit.New(mux, httplimit.Config{Limiter: sluice.All(bucket, inFlight)})
 
-# YAML, a policy (scenario files; sluice proxy):
-- name: slo
-  kind: token-bucket
-  rate: %.0[1]f
-  burst: %[2]d
-  max_wait: %[3]v
-- name: slo-concurrency
-  kind: concurrency
-  limit: %[5]d
+# sluice proxy, a policy for routes[].policy (docs/proxy.md):
+policies:
+  - name: slo
+    max_wait: %[3]v
+    rate: {rate: %.0[1]f, burst: %[2]d, max_wait: %[3]v}
+    concurrency: {limit: %[5]d}
 `, math.Floor(r.RateRPS), burst, wait, wait.Milliseconds(), r.Concurrency)
 }
