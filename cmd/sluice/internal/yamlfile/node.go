@@ -4,8 +4,9 @@
 // follows the yaml struct tags of the target, like gopkg.in/yaml.v3, and
 // bounds the work that aliases and merge keys can multiply.
 //
-// It started as the scenario package's decoder; the proxy's config file
-// uses it too, with Options.Expand for ${ENV} references.
+// Scenario files and the proxy's config file use it; only the proxy's
+// turns on Options.Expand for ${ENV} references (a config may need a
+// secret; a scenario is data).
 package yamlfile
 
 import (
@@ -60,6 +61,8 @@ const maxErrors = 10
 type decoder struct {
 	file   string
 	expand func(string) (string, error)
+	what   string // for "not a config file"
+	unions map[reflect.Type]Union
 	errs   []error
 	lines  map[string]int // field path -> line, for errors found later
 	steps  int            // values and keys visited, aliases expanded: see spend
@@ -80,7 +83,7 @@ func (d *decoder) spend(at *yaml.Node, n int) bool {
 	d.steps += n
 	if d.steps > maxSteps {
 		d.errs = append(d.errs, &Error{File: d.file, Line: at.Line,
-			Msg: fmt.Sprintf("more than %d keys and values once aliases and merge keys are expanded: not a config file", maxSteps)})
+			Msg: fmt.Sprintf("more than %d keys and values once aliases and merge keys are expanded: not a %s file", maxSteps, d.what)})
 		return false
 	}
 	return true
@@ -111,6 +114,10 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	}
 	if v.Type() == durationType {
 		d.duration(n, path, v)
+		return
+	}
+	if u, ok := d.unions[v.Type()]; ok {
+		d.union(n, path, v, u)
 		return
 	}
 	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
@@ -204,13 +211,14 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 // fields' yaml tags; an unknown or repeated key is an error. YAML merge
 // keys ("<<: *anchor") bring in an anchored mapping's keys; keys written
 // next to them win, as YAML specifies.
-func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
+// Extra fields are keys v does not have (a union's kind).
+func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value, extra ...field) {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "want a mapping of keys, got %s", describe(n))
 		return
 	}
 	fields := map[string]reflect.Value{}
-	for _, f := range structFields(v) {
+	for _, f := range append(structFields(v), extra...) {
 		fields[f.name] = f.v
 	}
 	explicit := map[string]bool{}
@@ -371,4 +379,21 @@ func describe(n *yaml.Node) string {
 		return fmt.Sprintf("%q", n.Value)
 	}
 	return "an alias"
+}
+
+// Key is one key a struct type takes in a file, and the type of its value.
+type Key struct {
+	Name string
+	Type reflect.Type
+}
+
+// Keys lists the keys of struct type t as Decode reads them, in
+// declaration order, for walks such as a test that the docs name every
+// key.
+func Keys(t reflect.Type) []Key {
+	var out []Key
+	for _, f := range structFields(reflect.New(t).Elem()) {
+		out = append(out, Key{f.name, f.v.Type()})
+	}
+	return out
 }
