@@ -88,7 +88,7 @@ func WriteRecommendation(w io.Writer, r Recommendation) error {
 
 recommended:
   rate limit         %.0f rps
-  concurrency limit  %d in flight (Little's law: N = X × R at that rate)
+  concurrency limit  %d in flight (Little's law: N = X × R, R the no-load latency)
   max wait           %v (the latency budget left above the measured percentile)
 
 %s`, r.SLO, r.RateRPS, r.QuantileMs, knee, math.Floor(r.RateRPS), r.Concurrency,

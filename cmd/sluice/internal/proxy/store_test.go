@@ -102,20 +102,33 @@ func TestStoreTwoProxiesShareOneQuota(t *testing.T) {
 func TestStoreRedisKilled(t *testing.T) {
 	for _, tc := range []struct {
 		failure string
+		paused  bool // SIGSTOP: Redis holds its sockets and answers nothing
 		code    int
 		body    string
 	}{
-		{"closed", http.StatusServiceUnavailable, "shared limit store did not answer"},
-		{"open", http.StatusOK, "ok"},
+		{"closed", false, http.StatusServiceUnavailable, "shared limit store did not answer"},
+		{"open", false, http.StatusOK, "ok"},
+		{"closed", true, http.StatusServiceUnavailable, "shared limit store did not answer"},
 	} {
-		t.Run(tc.failure, func(t *testing.T) {
+		name := tc.failure
+		if tc.paused {
+			name += "/paused"
+		}
+		t.Run(name, func(t *testing.T) {
 			r := startRedis(t)
 			p := start(t, sharedText(r.URL(), tc.failure), okUpstream(t))
 			c := client(t)
 			if resp, _ := get(t, c, clientReq(t, p.url, "alice")); resp.StatusCode != 200 {
 				t.Fatalf("with Redis up: %d", resp.StatusCode)
 			}
-			r.Kill()
+			if tc.paused {
+				if err := r.Pause(); err != nil {
+					t.Fatal(err)
+				}
+				defer r.Resume()
+			} else {
+				r.Kill()
+			}
 			const n = 20
 			for i := range n {
 				resp, body := get(t, c, clientReq(t, p.url, "alice"))
@@ -137,6 +150,11 @@ func TestStoreRedisKilled(t *testing.T) {
 			}
 			if e := value(t, fams, "sluice_store_errors_total", "store", "shared"); e != 2 {
 				t.Errorf("errors %v, want 2", e)
+			}
+			// A paused Redis costs the two calls their timeout; a dead
+			// one refuses the connection at once.
+			if to := value(t, fams, "sluice_store_timeouts_total", "store", "shared"); tc.paused && to != 2 {
+				t.Errorf("timeouts %v, want 2", to)
 			}
 			if f := value(t, fams, "sluice_store_fallbacks_total", "limiter", "quota/per_key_rate"); f != n {
 				t.Errorf("fallbacks %v, want %d", f, n)
