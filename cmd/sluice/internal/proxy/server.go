@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,6 +147,7 @@ type Server struct {
 
 	mu        sync.Mutex // one reload or limit change at a time
 	reloadErr error      // the last reload's, nil if it succeeded; under mu
+	retiring  []*retired // replaced states whose stores wait to be closed; under mu
 	loaded    time.Time  // when the serving config was loaded; under mu
 	modTime   time.Time  // the file's, when loaded; under mu
 	size      int64
@@ -239,7 +241,7 @@ func (s *Server) reloadLocked() error {
 		s.log.Warn("listen, admin.listen and log take effect at the next start, not at a reload")
 	}
 	s.cur.Store(st)
-	old.closeUnshared(st)
+	s.retire(old, st)
 	for _, rt := range old.routes {
 		if !st.hasRoute(rt.name) {
 			s.metrics.forget(rt.name)
@@ -255,6 +257,35 @@ func (st *state) hasRoute(name string) bool {
 		}
 	}
 	return false
+}
+
+// retired is a replaced state whose stores and shared policies a reload
+// dropped, waiting to be closed.
+type retired struct {
+	old, cur *state
+	timer    *time.Timer
+}
+
+// retire closes what old has and cur has not (stores, shared policies'
+// lease renewal) drain_timeout after the reload, not at once: requests
+// still running on old finish with them, renewing and releasing their
+// leases, rather than failing to the failure policy or leaving a lease
+// in Redis until its TTL. Shutdown closes them at once. Called under mu.
+func (s *Server) retire(old, cur *state) {
+	if len(old.storeList) == 0 {
+		old.closeUnshared(cur) // nothing in the background but nothing shared either
+		return
+	}
+	r := &retired{old: old, cur: cur}
+	r.timer = time.AfterFunc(cur.cfg.DrainTimeout, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if i := slices.Index(s.retiring, r); i >= 0 { // else Shutdown closed it
+			s.retiring = slices.Delete(s.retiring, i, i+1)
+			r.old.closeUnshared(r.cur)
+		}
+	})
+	s.retiring = append(s.retiring, r)
 }
 
 // Watch polls the config file's modification time and size every
@@ -317,6 +348,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.admin.Close()
 	s.transports.closeIdle()
 	s.mu.Lock()
+	for _, r := range s.retiring {
+		r.timer.Stop()
+		r.old.closeUnshared(r.cur)
+	}
+	s.retiring = nil
 	s.cur.Load().closeUnshared(nil)
 	s.mu.Unlock()
 	return err

@@ -116,14 +116,37 @@ func TestStoreClusterTwoProxies(t *testing.T) {
 	}
 }
 
-// A reload that changes a store opens a new one, rebuilds the policies in
-// it and closes the old store and their lease renewal (TestMain's goleak
-// would see a renewer or a pipeline left running); the limit still holds.
+// A reload that changes a store opens a new one and rebuilds the policies
+// in it; a request that holds a lease of the old store across the reload
+// finishes with it (answered 200, its lease released in Redis, not left
+// to expire), and the old store and its lease renewal are closed
+// drain_timeout later (TestMain's goleak would see a renewer or a
+// pipeline left running).
 func TestStoreReloadChangedStore(t *testing.T) {
 	r := startRedis(t)
-	up := okUpstream(t)
-	text := strings.ReplaceAll(sharedConcConfig, "REDIS", r.URL())
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	up := upstream(t, func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-release
+		}
+		w.Write([]byte("ok"))
+	})
+	text := "drain_timeout: 1s\n" + strings.ReplaceAll(sharedConcConfig, "REDIS", r.URL())
 	p := start(t, text, up)
+	c := client(t)
+	held := make(chan int, 1)
+	go func() {
+		resp, err := c.Get(p.url + "/hold")
+		if err != nil {
+			held <- 0
+			return
+		}
+		resp.Body.Close()
+		held <- resp.StatusCode
+	}()
+	<-entered
 	st0 := p.s.cur.Load()
 	writeConfig(t, p.path, strings.Replace(text, "timeout: 200ms", "timeout: 300ms", 1), up)
 	if err := p.s.Reload(); err != nil {
@@ -133,15 +156,26 @@ func TestStoreReloadChangedStore(t *testing.T) {
 	if st1.store("shared") == st0.store("shared") || st1.policies["two"] == st0.policies["two"] {
 		t.Fatal("a changed store was kept")
 	}
-	if err := st0.store("shared").s.Client().Ping(t.Context()).Err(); err == nil {
-		t.Fatal("the old store's client still answers")
+	close(release)
+	if code := <-held; code != 200 {
+		t.Fatalf("the request held across the reload: %d", code)
 	}
-	c := client(t)
+	rc := st1.store("shared").s.Client()
+	if n, err := rc.ZCard(t.Context(), "sluice:conc:{proxy:two}").Result(); err != nil || n != 0 {
+		t.Fatalf("leases left in Redis after the held request: %d %v", n, err)
+	}
 	if resp, _ := get(t, c, newReq(t, "GET", p.url+"/x")); resp.StatusCode != 200 {
 		t.Fatalf("through the new store: %d", resp.StatusCode)
 	}
 	if n := st1.policies["two"].sharedConc.Stats().Admitted; n != 1 {
 		t.Fatalf("the new store's limit admitted %d, want 1", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st0.store("shared").s.Client().Ping(t.Context()).Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the old store was not closed within 10 s of the reload (drain_timeout 1s)")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
