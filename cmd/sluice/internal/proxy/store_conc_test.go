@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/redisstore/redistest"
 )
@@ -140,5 +142,30 @@ func TestStoreReloadChangedStore(t *testing.T) {
 	}
 	if n := st1.policies["two"].sharedConc.Stats().Admitted; n != 1 {
 		t.Fatalf("the new store's limit admitted %d, want 1", n)
+	}
+}
+
+// With heartbeat set, the proxies count each other through Redis
+// (sluice_store_replicas, the N of failure: local); PUT /limits refuses a
+// shared policy, whose limit lives in every proxy's file.
+func TestStoreHeartbeatAndAdmin(t *testing.T) {
+	r := startRedis(t)
+	up := okUpstream(t)
+	text := strings.Replace(strings.ReplaceAll(sharedConcConfig, "REDIS", r.URL()), "failure: closed", "failure: local\n    heartbeat: 20ms", 1)
+	a := start(t, text, up)
+	start(t, text, up)
+	deadline := time.Now().Add(10 * time.Second)
+	for value(t, scrape(t, a), "sluice_store_replicas", "store", "shared") != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat did not count 2 replicas within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := client(t)
+	req := newReq(t, "PUT", a.admin+"/limits/two")
+	req.Body = io.NopCloser(strings.NewReader(`{"limit": 5}`))
+	resp, body := get(t, c, req)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "shared through store") {
+		t.Fatalf("PUT /limits on a shared policy: %d %s", resp.StatusCode, body)
 	}
 }
