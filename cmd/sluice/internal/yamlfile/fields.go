@@ -1,6 +1,7 @@
 package yamlfile
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -41,13 +42,9 @@ func structFields(v reflect.Value) []field {
 	return out
 }
 
+// known lists the keys of a mapping, sorted, for "unknown key" errors.
 func known(fields map[string]reflect.Value) string {
-	ks := make([]string, 0, len(fields))
-	for k := range fields {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return strings.Join(ks, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(fields)), ", ")
 }
 
 // Key is one key a struct type takes in a file, and the type of its value.
