@@ -37,6 +37,18 @@ func (f Failure) String() string {
 	return "unknown"
 }
 
+// ParseFailure reads a policy as a config file names it: "open", "closed"
+// or "local" (Failure.String's words). Anything else is a *sluice.ConfigError
+// naming the field "failure".
+func ParseFailure(s string) (Failure, error) {
+	for f := FailOpen; f <= FailLocal; f++ {
+		if s == f.String() {
+			return f, nil
+		}
+	}
+	return 0, sluice.NewConfigError("redisstore", "failure", s, `must be "open", "closed" or "local"`)
+}
+
 func (f Failure) check() error {
 	if f > FailLocal {
 		return sluice.NewConfigError("redisstore", "Failure", int(f), "must be FailOpen, FailClosed or FailLocal")

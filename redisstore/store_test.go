@@ -178,3 +178,14 @@ func buildReply(data []byte, depth int) (any, []byte) {
 	}
 	return arr, data
 }
+
+func TestParseFailure(t *testing.T) {
+	for _, f := range []Failure{FailOpen, FailClosed, FailLocal} {
+		if g, err := ParseFailure(f.String()); err != nil || g != f {
+			t.Errorf("ParseFailure(%q) = %v, %v", f.String(), g, err)
+		}
+	}
+	if _, err := ParseFailure("sometimes"); !errors.Is(err, sluice.ErrInvalidConfig) || !strings.Contains(err.Error(), "failure") {
+		t.Errorf("ParseFailure(sometimes) = %v", err)
+	}
+}

@@ -50,7 +50,7 @@ type engine struct {
 
 	pol gate
 	org origin
-	arr arrivals
+	arr *Arrivals
 	m   metrics
 
 	timeout     int64 // client deadline, 0: none
@@ -79,7 +79,7 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 		rngArr:    rand.New(rand.NewPCG(sc.Seed, 1)),
 		rngSvc:    rand.New(rand.NewPCG(sc.Seed, 2)),
 		rngRetry:  rand.New(rand.NewPCG(sc.Seed, 3)),
-		arr:       newArrivals(&sc.Load),
+		arr:       NewArrivals(&sc.Load),
 		m:         newMetrics(int64(sc.Warmup), int(sc.Duration/interval)+1),
 		timeout:   int64(sc.Load.Timeout),
 		clientCap: sc.Load.ClientWorkers,
@@ -227,7 +227,7 @@ func (e *engine) fire(k evKind, id int32, r *request) {
 }
 
 func (e *engine) nextArrival() {
-	t, ok := e.arr.next(e.rngArr)
+	t, ok := e.arr.Next(e.rngArr)
 	// Round to the nanosecond: constant arrivals accumulate float error, and
 	// the 100th arrival at 100 rps belongs at 1 s, not 0.99999999999 s.
 	at := math.Round(t * 1e9)

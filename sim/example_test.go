@@ -120,3 +120,16 @@ func ExamplePolicyResult_SucceededWithin() {
 	// Output:
 	// 909 of 999 within 50 ms
 }
+
+// Arrivals are the send times of a Load's rate: here 2 per second, then
+// 4 per second from t = 1 s. sluice load sends at these times to a real
+// server.
+func ExampleArrivals() {
+	arr := sim.NewArrivals(&sim.Load{Rate: 2, Steps: []sim.Step{{At: time.Second, Rate: 4}}})
+	for range 6 {
+		t, _ := arr.Next(nil) // constant arrivals draw nothing
+		fmt.Printf("%.2fs ", t)
+	}
+	fmt.Println()
+	// Output: 0.00s 0.50s 1.00s 1.25s 1.50s 1.75s
+}

@@ -9,12 +9,14 @@ import (
 // t in [start, end), times in seconds.
 type segment struct{ start, end, a, b float64 }
 
-// arrivals generates open-loop arrival times for a piecewise-constant or
+// Arrivals generates open-loop arrival times for a piecewise-constant or
 // piecewise-linear rate by inverting the cumulative intensity: the next
 // arrival is where the integral of the rate since the last one reaches 1
 // (constant arrivals) or an Exp(1) draw (Poisson arrivals, which makes a
-// non-homogeneous Poisson process exact even on a ramp).
-type arrivals struct {
+// non-homogeneous Poisson process exact even on a ramp). Bursts are not
+// part of it. The simulator draws its arrivals from it, and sluice load
+// sends at the same times to a real server.
+type Arrivals struct {
 	segs    []segment
 	seg     int
 	t       float64 // seconds, the last arrival
@@ -22,8 +24,9 @@ type arrivals struct {
 	started bool
 }
 
-func newArrivals(l *Load) arrivals {
-	g := arrivals{poisson: l.Arrivals == PoissonArrivals}
+// NewArrivals returns the arrival process of l's rate.
+func NewArrivals(l *Load) *Arrivals {
+	g := &Arrivals{poisson: l.Arrivals == PoissonArrivals}
 	type corner struct{ t, r float64 }
 	cs := []corner{{0, l.Rate}}
 	for _, st := range l.Steps {
@@ -42,9 +45,9 @@ func newArrivals(l *Load) arrivals {
 	return g
 }
 
-// next returns the next arrival time in seconds, or false when the rate is
-// zero from now on.
-func (g *arrivals) next(rng *rand.Rand) (float64, bool) {
+// Next returns the next arrival time in seconds from the start, or false
+// when the rate is zero from now on. rng draws the Poisson gaps.
+func (g *Arrivals) Next(rng *rand.Rand) (float64, bool) {
 	m := 1.0
 	switch {
 	case g.poisson:

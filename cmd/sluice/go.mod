@@ -6,13 +6,17 @@ replace github.com/sluicehq/sluice => ../..
 
 replace github.com/sluicehq/sluice/promsluice => ../../promsluice
 
+replace github.com/sluicehq/sluice/redisstore => ../../redisstore
+
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/promsluice v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/redisstore v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -30,6 +34,7 @@ require (
 	github.com/kr/text v0.2.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

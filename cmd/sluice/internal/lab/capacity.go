@@ -193,8 +193,11 @@ type Recommendation struct {
 	// KneeRPS is the first rate at which the successes' p50 rose past
 	// twice the lowest rate's: where latency turns up (0 if it never did).
 	KneeRPS float64 `json:"knee_rps"`
-	// Concurrency is Little's law at that rate, N = X × R with R the mean
-	// latency of the successes, rounded up.
+	// Concurrency is Little's law at that rate, N = X × R with R the
+	// no-load latency (the successes' mean at the lowest rate measured),
+	// rounded up: the requests in flight that keep the service busy
+	// without a queue. R taken at the rate itself would count the queue
+	// that forms near capacity, and the limit would admit it.
 	Concurrency int `json:"concurrency_limit"`
 	// MaxWaitMs is the latency budget left above the SLO percentile at
 	// that rate: how long a request may wait for admission and still meet
@@ -208,15 +211,15 @@ type Recommendation struct {
 // Recommend turns a search's steps and best step into advice.
 func Recommend(slo SLO, steps []Step, best Step) Recommendation {
 	r := Recommendation{SLO: slo.String(), RateRPS: best.RateRPS, QuantileMs: best.QuantileMs, Steps: steps}
-	r.Concurrency = int(math.Ceil(best.RateRPS * best.MeanMs / 1000))
 	r.MaxWaitMs = math.Max(0, ms(slo.Latency)-best.QuantileMs)
-	base := math.Inf(1)
+	base, noLoad := math.Inf(1), best.MeanMs
 	lowest := math.Inf(1)
 	for _, s := range steps {
 		if s.RateRPS < lowest && s.Successes > 0 {
-			lowest, base = s.RateRPS, s.P50Ms
+			lowest, base, noLoad = s.RateRPS, s.P50Ms, s.MeanMs
 		}
 	}
+	r.Concurrency = int(math.Ceil(best.RateRPS * noLoad / 1000))
 	knee := math.Inf(1)
 	for _, s := range steps {
 		if s.Successes > 0 && s.P50Ms > 2*base && s.RateRPS < knee {
@@ -242,14 +245,11 @@ bucket, _ := rate.NewBucket(rate.Config{Rate: %.0[1]f, Burst: %[2]d, MaxWait: %[
 inFlight, _ := concurrency.New(concurrency.Config{Limit: %[5]d})
 h, _ := httplimit.New(mux, httplimit.Config{Limiter: sluice.All(bucket, inFlight)})
 
-# YAML, a policy (scenario files; sluice proxy):
-- name: slo
-  kind: token-bucket
-  rate: %.0[1]f
-  burst: %[2]d
-  max_wait: %[3]v
-- name: slo-concurrency
-  kind: concurrency
-  limit: %[5]d
+# sluice proxy, a policy for routes[].policy (docs/proxy.md):
+policies:
+  - name: slo
+    max_wait: %[3]v
+    rate: {rate: %.0[1]f, burst: %[2]d, max_wait: %[3]v}
+    concurrency: {limit: %[5]d}
 `, math.Floor(r.RateRPS), burst, wait, wait.Milliseconds(), r.Concurrency)
 }

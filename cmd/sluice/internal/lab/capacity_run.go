@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"time"
 
@@ -87,10 +88,10 @@ func WriteRecommendation(w io.Writer, r Recommendation) error {
 
 recommended:
   rate limit         %.0f rps
-  concurrency limit  %d in flight (Little's law: N = X × R at that rate)
+  concurrency limit  %d in flight (Little's law: N = X × R, R the no-load latency)
   max wait           %v (the latency budget left above the measured percentile)
 
-%s`, r.SLO, r.RateRPS, r.QuantileMs, knee, r.RateRPS, r.Concurrency,
+%s`, r.SLO, r.RateRPS, r.QuantileMs, knee, math.Floor(r.RateRPS), r.Concurrency,
 		time.Duration(r.MaxWaitMs*float64(time.Millisecond)).Round(time.Millisecond), r.Snippet())
 	return err
 }

@@ -57,8 +57,10 @@ func TestSearchFindsCapacity(t *testing.T) {
 			t.Errorf("capacity %v: found %v after %d steps", capRPS, best.RateRPS, len(steps))
 		}
 		r := Recommend(slo, steps, best)
-		if want := int(math.Ceil(best.RateRPS * best.MeanMs / 1000)); r.Concurrency != want {
-			t.Errorf("concurrency %d for %v rps at %v ms, want %d (N = X × R)", r.Concurrency, best.RateRPS, best.MeanMs, want)
+		// N = X × R with R the no-load latency (25 ms here), not the
+		// latency at X, which near capacity counts the queue.
+		if want := int(math.Ceil(best.RateRPS * 25 / 1000)); r.Concurrency != want {
+			t.Errorf("concurrency %d for %v rps, want %d (N = X × R, R the no-load 25 ms)", r.Concurrency, best.RateRPS, want)
 		}
 		if want := 275 - best.QuantileMs; math.Abs(r.MaxWaitMs-want) > 1e-9 {
 			t.Errorf("max wait %v, want %v", r.MaxWaitMs, want)

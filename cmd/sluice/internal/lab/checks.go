@@ -187,21 +187,24 @@ func checks001(x *ExperimentResult) []Check {
 	return out
 }
 
-// finish is when a policy's last success came: the end of the first point
-// at which the successes counted so far reach the run's total.
+// finish counts a policy's successes and says when its last answer came:
+// the end of the first point by which the answers counted so far reach
+// their total. Answers are counted by completion time (throughput), since
+// the load generator files goodput under each request's send time.
 func finish(p *report.Policy, interval float64) (done float64, at float64) {
 	var total float64
 	for _, pt := range p.Series {
-		total += pt.GoodputRPS * interval
+		done += pt.GoodputRPS * interval
+		total += pt.ThroughputRPS * interval
 	}
 	var cum float64
 	for _, pt := range p.Series {
-		cum += pt.GoodputRPS * interval
+		cum += pt.ThroughputRPS * interval
 		if cum >= total-0.5 {
-			return total, pt.TS
+			return done, pt.TS
 		}
 	}
-	return total, 0
+	return done, 0
 }
 
 // checks002: seed 002's herd. The bounded executor finishes every task

@@ -77,8 +77,11 @@ func Plan(exps []Experiment, o PlanOptions) ([]Planned, error) {
 			return nil, err
 		}
 		s := f.Scenario
-		if o.Duration > 0 {
+		switch {
+		case o.Duration > 0:
 			s.Duration = o.Duration
+		case e.Duration > 0:
+			s.Duration = e.Duration
 		}
 		if e.Policies != nil {
 			var keep []sim.Policy

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,7 @@ func RunReal(ctx context.Context, s sim.Scenario, within time.Duration, oneAtATi
 	var wg sync.WaitGroup
 	for i := range s.Policies {
 		if oneAtATime {
+			runtime.GC() // what the previous policy left is not this one's
 			if ctx.Err() == nil {
 				results[i], errs[i] = runPolicy(ctx, s, i, interval, within)
 			}
@@ -104,7 +106,12 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 	var h http.Handler = http.HandlerFunc(fr.admitted)
 	var mw *httplimit.Handler
 	if b.limiter != nil {
-		mw, err = httplimit.New(h, httplimit.Config{Limiter: b.limiter, NoWait: b.noWait, OnReject: onReject})
+		// The scenario's policy decides how long and how many wait; the
+		// middleware's own guards (1 s, 1024 waiters by default, for
+		// production) would be a second policy the simulator does not
+		// run. They are set past anything the run can reach.
+		mw, err = httplimit.New(h, httplimit.Config{Limiter: b.limiter, NoWait: b.noWait, OnReject: onReject,
+			MaxWait: s.Duration + s.Load.Timeout + time.Minute, MaxWaiting: maxWaiting})
 		if err != nil {
 			return nil, err
 		}
@@ -149,6 +156,9 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 		Warmup:   s.Warmup,
 		Seed:     s.Seed,
 		Interval: interval,
+		// Clients without a timeout wait for their answers as long as the
+		// run lasts (seed 002's tasks were all sent at its start).
+		Drain: s.Duration,
 	})
 	samples := g.stop()
 	if err != nil {
@@ -279,6 +289,10 @@ func Listen(addr string) (net.Listener, error) {
 	}
 	return ln, nil
 }
+
+// maxWaiting bounds the middleware's waiters far above what a scenario
+// holds: seed 000's ticker queues 600 rps for up to 5 s (3,000).
+const maxWaiting = 1 << 20
 
 // listen is Listen; tests replace it to see the ports the lab took.
 var listen = Listen

@@ -16,17 +16,18 @@ import (
 )
 
 // TestSeed003OnSockets holds seed 003's bars on real loopback sockets at a
-// fifth of the time, to the end of the slow phase (36 s): from 30 s
+// quarter of the time, to the end of the slow phase (45 s): from 30 s
 // (scaled) after the slowdown, the
 // adaptive policy keeps >= 90% of the achievable goodput, static-5 gets
 // the seed's 2.3-2.5 rps (scaled) and no limit about 0. It runs the sluice
 // command built without the race detector, as a user would: under -race on
 // a loaded 2-core machine the generator and servers lag by more than the
-// slack the client leaves (2.5 s - 2 s, scaled: 100 ms), and the test
-// would measure the detector. (The tour runs at a tenth: 50 ms.) The lab's own code runs under -race in the other
+// slack the client leaves (2.5 s - 2 s, scaled: 125 ms), and the test
+// would measure the detector. (The tour runs at a fifth: 100 ms, which a
+// busy machine has been seen to eat once in a few runs.) The lab's own code runs under -race in the other
 // tests (TestRealStopsOnCancel, TestCapacityFindsOrigin).
 func TestSeed003OnSockets(t *testing.T) {
-	res := runCommand(t, "lab", "-json", "-timescale", "0.2", "-duration", "3m", "-policies", "none,static-5,adaptive",
+	res := runCommand(t, "lab", "-json", "-timescale", "0.25", "-duration", "3m", "-policies", "none,static-5,adaptive",
 		filepath.Join(repoRoot(t), "scenarios", "seed003-slowdown.yaml"))
 	if len(res.Experiments) != 1 || res.Experiments[0].Real == nil {
 		t.Fatalf("want one experiment run on sockets, got %+v", res.Experiments)

@@ -49,8 +49,8 @@ func WriteText(w io.Writer, r *Result) error {
 			}
 		}
 		for _, p := range realPolicies(x) {
-			if p.Summary.Late > 0 && p.Summary.SendLag != nil {
-				fmt.Fprintf(&b, "  note: %s: the load generator sent %d requests late (send lag p99 %.1f ms): the machine was busy\n",
+			if p.Summary.SendLag != nil && float64(p.Summary.Late) > 0.01*float64(p.Summary.Sent) {
+				fmt.Fprintf(&b, "  note: %s: the load generator sent %d requests late (send lag p99 %.1f ms): the machine was busy, read its figures with that\n",
 					p.Name, p.Summary.Late, p.Summary.SendLag.P99)
 			}
 		}

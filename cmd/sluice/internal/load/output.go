@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -77,31 +78,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, ", %d unfinished", r.Unfinished)
 	}
 	b.WriteString("\n")
-	if len(r.Status) > 0 {
-		b.WriteString("status     ")
-		for _, k := range slices.Sorted(maps.Keys(r.Status)) {
-			fmt.Fprintf(&b, " %d: %d", k, r.Status[k])
-		}
-		b.WriteString("\n")
-	}
-	if len(r.Reasons) > 0 {
-		b.WriteString("reasons    ")
-		for _, k := range slices.Sorted(maps.Keys(r.Reasons)) {
-			name := k
-			if name == "" {
-				name = "(none)"
-			}
-			fmt.Fprintf(&b, " %s: %d", name, r.Reasons[k])
-		}
-		b.WriteString("\n")
-	}
-	if len(r.Errors) > 0 {
-		b.WriteString("errors     ")
-		for _, k := range slices.Sorted(maps.Keys(r.Errors)) {
-			fmt.Fprintf(&b, " %s: %d", k, r.Errors[k])
-		}
-		b.WriteString("\n")
-	}
+	writeCounts(&b, "status     ", r.Status, "")
+	writeCounts(&b, "reasons    ", r.Reasons, "(none)") // "": rejected without a reason header
+	writeCounts(&b, "errors     ", r.Errors, "")
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency\tcount\tp50\tp90\tp95\tp99\tp99.9\tmax\t")
@@ -127,4 +106,21 @@ func round(d time.Duration) time.Duration {
 		return d.Round(time.Microsecond)
 	}
 	return d
+}
+
+// writeCounts writes one line of label and m's counts by key, sorted;
+// none names the empty key. An empty m writes nothing.
+func writeCounts[K cmp.Ordered](b *strings.Builder, label string, m map[K]int64, none string) {
+	if len(m) == 0 {
+		return
+	}
+	b.WriteString(label)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		name := fmt.Sprint(k)
+		if name == "" && none != "" {
+			name = none
+		}
+		fmt.Fprintf(b, " %s: %d", name, m[k])
+	}
+	b.WriteString("\n")
 }

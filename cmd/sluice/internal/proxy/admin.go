@@ -68,6 +68,7 @@ func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) {
 // limitsView is one policy in GET /limits.
 type limitsView struct {
 	Name              string     `json:"name"`
+	Store             string     `json:"store"`
 	DryRun            bool       `json:"dry_run"`
 	Rate              *partView  `json:"rate,omitempty"`
 	Concurrency       *partView  `json:"concurrency,omitempty"`
@@ -109,7 +110,7 @@ func keyedPart(s keyed.Stats) *keyedView {
 }
 
 func (p *policy) view() limitsView {
-	v := limitsView{Name: p.name, DryRun: p.spec.DryRun}
+	v := limitsView{Name: p.name, Store: p.spec.Store, DryRun: p.spec.DryRun}
 	if p.bucket != nil {
 		v.Rate = part(p.bucket.Stats())
 		v.Rate.Burst = p.bucket.Config().Burst
@@ -127,6 +128,18 @@ func (p *policy) view() limitsView {
 	}
 	if p.perKeyConc != nil {
 		v.PerKeyConcurrency = keyedPart(p.perKeyConc.Stats())
+	}
+	if p.sharedRate != nil {
+		pv := part(p.sharedRate.Stats())
+		pv.Burst = p.spec.Rate.Burst
+		if p.spec.Rate.PerKey {
+			v.PerKeyRate = &keyedView{partView: *pv, MaxKeys: p.spec.MaxKeys}
+		} else {
+			v.Rate = pv
+		}
+	}
+	if p.sharedConc != nil {
+		v.Concurrency = part(p.sharedConc.Stats())
 	}
 	return v
 }
@@ -202,6 +215,9 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 func (p *policy) checkChange(ch limitChange) (field, msg string) {
 	if ch.Limit == nil && ch.Rate == nil && ch.Burst == nil {
 		return "body", "changes nothing: give limit, rate or burst"
+	}
+	if p.store != nil {
+		return "body", fmt.Sprintf("policy %q is shared through store %q: change it in the file of every proxy that shares it, and reload", p.name, p.store.name)
 	}
 	if ch.Limit != nil {
 		switch {

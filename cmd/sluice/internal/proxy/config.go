@@ -21,13 +21,11 @@ type Config struct {
 	Log          LogConfig      `yaml:"log" json:"log"`
 	Reload       ReloadConfig   `yaml:"reload" json:"reload"`
 	ClientIP     ClientIPConfig `yaml:"client_ip" json:"client_ip"`
-	// Store is where limits shared between proxies would live. Only
-	// "memory" (the default: each proxy has its own) is built; a
-	// "redis://" store is the redisstore module's, still to come, and is
-	// refused until then.
-	Store    string   `yaml:"store" json:"store"`
-	Routes   []Route  `yaml:"routes" json:"routes"`
-	Policies []Policy `yaml:"policies" json:"policies"`
+	// Stores are the shared stores (Redis) that policies may keep their
+	// limits in, so that several proxies share them (policies[].store).
+	Stores   []StoreSpec `yaml:"stores" json:"stores"`
+	Routes   []Route     `yaml:"routes" json:"routes"`
+	Policies []Policy    `yaml:"policies" json:"policies"`
 
 	file  string
 	lines yamlfile.Lines
@@ -78,6 +76,7 @@ type Route struct {
 type Policy struct {
 	Name              string          `yaml:"name" json:"name"`
 	Key               string          `yaml:"key" json:"key"`
+	Store             string          `yaml:"store" json:"store"`
 	MaxKeys           int             `yaml:"max_keys" json:"max_keys"`
 	Rate              *RateSpec       `yaml:"rate" json:"rate,omitempty"`
 	Concurrency       *ConcSpec       `yaml:"concurrency" json:"concurrency,omitempty"`
@@ -159,7 +158,6 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		Admin:        AdminConfig{Listen: DefaultAdminListen},
 		Log:          LogConfig{Format: "text", Level: "info"},
 		Reload:       ReloadConfig{Poll: DefaultPoll},
-		Store:        "memory",
 	}
 	lines, err := yamlfile.Decode(name, data, c, yamlfile.Options{Expand: yamlfile.ExpandEnv})
 	if err != nil {
@@ -207,12 +205,17 @@ func (c *Config) validate() error {
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return c.errAt("log.level", "%v", err)
 	}
-	switch {
-	case c.Store == "memory":
-	case strings.HasPrefix(c.Store, "redis://"):
-		return c.errAt("store", "redis stores are not built yet (the redisstore module): use memory")
-	default:
-		return c.errAt("store", "%q: want memory", c.Store)
+	stores := map[string]int{}
+	for i := range c.Stores {
+		s := &c.Stores[i]
+		at := fmt.Sprintf("stores[%d]", i)
+		if err := c.validateStore(s, at); err != nil {
+			return err
+		}
+		if j, ok := stores[s.Name]; ok {
+			return c.errAt(at+".name", "%q already names stores[%d]", s.Name, j)
+		}
+		stores[s.Name] = i
 	}
 	for i, p := range c.ClientIP.TrustedProxies {
 		if _, err := parsePrefix(p); err != nil {
@@ -231,7 +234,7 @@ func (c *Config) validate() error {
 	for i := range c.Policies {
 		p := &c.Policies[i]
 		at := fmt.Sprintf("policies[%d]", i)
-		if err := c.validatePolicy(p, at); err != nil {
+		if err := c.validatePolicy(p, at, stores); err != nil {
 			return err
 		}
 		if j, ok := policies[p.Name]; ok {
@@ -311,7 +314,7 @@ func (c *Config) validateRoute(r *Route, at string, policies map[string]int) err
 	return nil
 }
 
-func (c *Config) validatePolicy(p *Policy, at string) error {
+func (c *Config) validatePolicy(p *Policy, at string, stores map[string]int) error {
 	if p.Name == "" {
 		return c.errAt(at+".name", "required")
 	}
@@ -357,12 +360,44 @@ func (c *Config) validatePolicy(p *Policy, at string) error {
 	} else if p.CapacityStatus < 400 || p.CapacityStatus > 599 {
 		return c.errAt(at+".capacity_status", "must be a 4xx or 5xx status, got %d", p.CapacityStatus)
 	}
+	if err := c.validateShared(p, at, stores); err != nil {
+		return err
+	}
 	if a := p.adaptive(); a != nil {
 		if a.Algorithm == "" {
 			a.Algorithm = RecommendedAlgorithm
 		}
 		if _, ok := algorithms[a.Algorithm]; !ok {
 			return c.errAt(at+".concurrency.adaptive.algorithm", "%q: want one of %s", a.Algorithm, algorithmNames())
+		}
+	}
+	return nil
+}
+
+// validateShared checks that a policy kept in a shared store asks only
+// for what the store shares: a token bucket (global or per key) and a
+// fixed concurrency limit.
+func (c *Config) validateShared(p *Policy, at string, stores map[string]int) error {
+	if p.Store == "" {
+		p.Store = "memory"
+	}
+	if p.Store == "memory" {
+		return nil
+	}
+	if _, ok := stores[p.Store]; !ok {
+		return c.errAt(at+".store", "%q is not the name of a store (memory, or one of stores[].name)", p.Store)
+	}
+	if p.PerKeyConcurrency != nil {
+		return c.errAt(at+".per_key_concurrency", "is not shared through a store: drop it or store: memory")
+	}
+	if cs := p.Concurrency; cs != nil {
+		switch {
+		case cs.Adaptive != nil:
+			return c.errAt(at+".concurrency.adaptive", "an adaptive limit is found by each proxy and is not shared through a store: drop it or store: memory")
+		case cs.MaxQueue != 0:
+			return c.errAt(at+".concurrency.max_queue", "a shared concurrency limit has no queue (waiters poll the store until max_wait): drop it")
+		case cs.Discipline != concurrency.FIFO:
+			return c.errAt(at+".concurrency.discipline", "a shared concurrency limit has no queue discipline: drop it")
 		}
 	}
 	return nil

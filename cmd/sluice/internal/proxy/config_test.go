@@ -65,7 +65,6 @@ func TestBadConfigNamesFileLineField(t *testing.T) {
 		{"env unset", strings.Replace(goodConfig, "http://127.0.0.1:9000\n    policy", "${SLUICE_TEST_UNSET}\n    policy", 1), "f.yaml:7: routes[0].upstream: environment variable SLUICE_TEST_UNSET is not set"},
 		{"env set", strings.Replace(goodConfig, "http://127.0.0.1:9000\n    policy", "${SLUICE_TEST_SET}\n    policy", 1), ""},
 		{"duration unit", "drain_timeout: 30\n", "f.yaml:1: drain_timeout: \"30\" has no unit"},
-		{"redis store", strings.Replace(goodConfig, "listen:", "store: redis://127.0.0.1:6379\nlisten:", 1), "f.yaml:1: store: redis stores are not built yet"},
 		{"method", strings.Replace(goodConfig, "path_prefix: /api/", "methods: [get]", 1), "f.yaml:6: routes[0].methods[0]"},
 		{"no limit", strings.Replace(goodConfig, "    rate: {rate: 10, burst: 20, per_key: true}\n    concurrency:\n      limit: 10\n      max_queue: 20\n      discipline: adaptive_lifo\n      adaptive: {}\n", "", 1), "f.yaml:12: policies[0]: sets no limit"},
 		{"no routes", "listen: :8080\n", "routes: no routes"},

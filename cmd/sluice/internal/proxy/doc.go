@@ -7,7 +7,9 @@
 // upstream, and policies, the limits a route's requests pass first: a token
 // bucket (global or per key), a concurrency limit with a queue (fixed, or
 // adaptive), a concurrency limit per key, any of them at once (all or
-// nothing), or a dry run. Each route with a policy is an httplimit.Handler
+// nothing), or a dry run. A policy may keep its token bucket and its
+// concurrency limit in a shared store (stores: Redis, through the
+// redisstore module), so that several proxies share one limit. Each route with a policy is an httplimit.Handler
 // in front of its ReverseProxy; the answers (429 or 503, Retry-After, the
 // RateLimit fields) are httplimit's.
 //
@@ -17,6 +19,8 @@
 //     errors, ${ENV}) and validation;
 //   - policy.go: a Policy built from the library; route.go: a Route built,
 //     its ReverseProxy, matching;
+//   - store.go: a shared store (StoreSpec) opened, and its metrics;
+//     shared.go: a policy's limiters in a store;
 //   - outcome.go: how a proxied request ends for the limiters (5xx and
 //     timeouts are Dropped, a departed client Ignore, long-lived requests
 //     give their permits back early, as Ignore);

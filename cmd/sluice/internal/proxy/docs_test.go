@@ -55,6 +55,8 @@ func TestDocsNameEveryField(t *testing.T) {
 // The example configs are valid.
 func TestExamplesCheck(t *testing.T) {
 	t.Setenv("API_UPSTREAM", "http://127.0.0.1:9000")
+	t.Setenv("REDIS_ADDR", "127.0.0.1:6390")
+	t.Setenv("REDIS_PASSWORD", "secret")
 	files, err := filepath.Glob("../../../../examples/proxy/*.yaml")
 	if err != nil || len(files) < 2 {
 		t.Fatalf("examples: %v %v", files, err)

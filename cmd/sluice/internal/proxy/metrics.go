@@ -23,6 +23,7 @@ type metrics struct {
 	reloadOK  prometheus.Gauge
 	reloadAt  prometheus.Gauge
 	admission *prometheus.Desc
+	stores    storeMetrics
 
 	mu     sync.Mutex
 	routes map[string]*routeMetrics
@@ -56,6 +57,7 @@ func newMetrics(current func() *state) *metrics {
 		admission: prometheus.NewDesc("sluice_proxy_admission_total",
 			"Requests through a route's policy, by result: admitted, rejected_<reason>, would_reject_<reason> (dry run), canceled (client left while waiting), error.",
 			[]string{"route", "result"}, nil),
+		stores: newStoreMetrics(),
 	}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
@@ -143,6 +145,15 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, col := range p.collectors {
 			col.Collect(ch)
 		}
+		if p.sharedRate != nil {
+			c.m.stores.collectLimiter(ch, p.store, p.name+"/"+p.sharedRatePart(), p.sharedRate.LimiterStats())
+		}
+		if p.sharedConc != nil {
+			c.m.stores.collectLimiter(ch, p.store, p.name+"/concurrency", p.sharedConc.LimiterStats())
+		}
+	}
+	for _, s := range st.storeList {
+		c.m.stores.collect(ch, s)
 	}
 	for _, rt := range st.routes {
 		if rt.limit == nil {
@@ -164,6 +175,15 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// sharedRatePart names a shared bucket in the limiter label, as the
+// in-process ones are named.
+func (p *policy) sharedRatePart() string {
+	if p.spec.Rate.PerKey {
+		return "per_key_rate"
+	}
+	return "rate"
 }
 
 // newCollectors makes the promsluice collectors of p's limiters.
@@ -190,6 +210,12 @@ func (p *policy) newCollectors() error {
 	}
 	if p.perKeyConc != nil && err == nil {
 		err = addKeyed("per_key_concurrency", p.perKeyConc)
+	}
+	if p.sharedRate != nil && err == nil {
+		err = add(p.sharedRatePart(), p.sharedRate)
+	}
+	if p.sharedConc != nil && err == nil {
+		err = add("concurrency", p.sharedConc)
 	}
 	return err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/keyed"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // RecommendedAlgorithm is what "algorithm" means when the file leaves it
@@ -61,6 +62,10 @@ type policy struct {
 	buckets    *keyed.Buckets       // rate per key
 	perKeyConc *keyed.Map[*concurrency.Limiter]
 
+	store      *store                  // nil: in the process (memory)
+	sharedRate *redisstore.Buckets     // rate, global (one key) or per key
+	sharedConc *redisstore.Concurrency // concurrency
+
 	global sluice.Limiter  // every global limit at once; nil if none
 	perKey httplimit.Keyed // every per-key limit at once; nil if none
 	quota  *httplimit.RatePolicy
@@ -76,10 +81,24 @@ func definition(p Policy) string {
 	return string(b)
 }
 
+// policyDefinition is what decides whether a reload keeps a policy: its
+// spec and, if it lives in a store, the store's definition (a changed
+// store is a new connection, so a new policy).
+func policyDefinition(p Policy, st *store) string {
+	if st == nil {
+		return definition(p)
+	}
+	return definition(p) + " in " + st.def
+}
+
 // buildPolicy makes the limiters of p (defaults already filled in by
-// validate); at is p's path in the file, for errors.
-func (c *Config) buildPolicy(p Policy, at string) (*policy, error) {
-	pol := &policy{name: p.Name, def: definition(p), spec: p}
+// validate) in st (nil: in the process); at is p's path in the file, for
+// errors. A policy with a store must be closed (close) when dropped.
+func (c *Config) buildPolicy(p Policy, at string, st *store) (*policy, error) {
+	pol := &policy{name: p.Name, def: policyDefinition(p, st), spec: p, store: st}
+	if st != nil {
+		return c.buildShared(pol, at)
+	}
 	var globals []sluice.Limiter
 	if r := p.Rate; r != nil {
 		rc := rate.Config{Rate: r.Rate, Burst: r.Burst, MaxWait: r.MaxWait}
@@ -144,6 +163,17 @@ func (c *Config) buildPolicy(p Policy, at string) (*policy, error) {
 			return nil, c.wrapAt(at+".per_key_concurrency", err)
 		}
 	}
+	var buckets keyedLimiter
+	if pol.buckets != nil {
+		buckets = pol.buckets
+	}
+	return c.finish(pol, at, globals, buckets)
+}
+
+// finish composes a policy's limiters: the global ones all or nothing, the
+// per-key ones likewise, and makes its collectors.
+func (c *Config) finish(pol *policy, at string, globals []sluice.Limiter, buckets keyedLimiter) (*policy, error) {
+	p := pol.spec
 	switch len(globals) {
 	case 0:
 	case 1:
@@ -151,19 +181,19 @@ func (c *Config) buildPolicy(p Policy, at string) (*policy, error) {
 	default:
 		pol.global = detaching{sluice.All(globals...)}
 	}
-	var buckets keyedLimiter = pol.buckets
-	if pol.buckets != nil && p.Rate.MaxWait == 0 {
-		buckets = noWaitKeyed{pol.buckets}
+	if buckets != nil && p.Rate.MaxWait == 0 {
+		buckets = noWaitKeyed{buckets}
 	}
 	switch {
-	case pol.buckets != nil && pol.perKeyConc != nil:
+	case buckets != nil && pol.perKeyConc != nil:
 		pol.perKey = detachingKeyed{bothKeyed{buckets, pol.perKeyConc}}
-	case pol.buckets != nil:
+	case buckets != nil:
 		pol.perKey = detachingKeyed{buckets}
 	case pol.perKeyConc != nil:
 		pol.perKey = detachingKeyed{pol.perKeyConc}
 	}
 	if err := pol.newCollectors(); err != nil {
+		pol.close()
 		return nil, c.wrapAt(at+".name", err)
 	}
 	return pol, nil

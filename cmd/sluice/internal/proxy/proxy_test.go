@@ -433,3 +433,58 @@ policies:
 		}
 	}
 }
+
+// A body still being written stream_after after the request came in makes
+// the request long-lived: its slot is given back, its outcome is Ignore.
+func TestLongBodyReleasesAfterStreamAfter(t *testing.T) {
+	next := make(chan struct{})
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		for i := range 2 {
+			fmt.Fprintf(w, "chunk %d\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	p := start(t, `
+routes:
+  - name: download
+    upstream: UPSTREAM
+    policy: one
+    stream_after: 50ms
+    flush_interval: -1ns
+policies:
+  - name: one
+    concurrency: {limit: 1}
+`, up)
+	resp, err := client(t).Get(p.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "chunk 0\n" {
+		t.Fatalf("first chunk: %q %v", line, err)
+	}
+	pol := p.s.cur.Load().policies["one"]
+	if n := pol.conc.Stats().InFlight; n != 1 {
+		t.Fatalf("%d in flight during the first chunk, want 1 (not long-lived yet)", n)
+	}
+	// Real time: the proxy reads the clock to tell a long body.
+	time.Sleep(100 * time.Millisecond)
+	next <- struct{}{}
+	if line, err := br.ReadString('\n'); err != nil || line != "chunk 1\n" {
+		t.Fatalf("second chunk: %q %v", line, err)
+	}
+	if n := pol.conc.Stats().InFlight; n != 0 {
+		t.Errorf("%d in flight after stream_after, want 0", n)
+	}
+	next <- struct{}{}
+	_, _ = io.Copy(io.Discard, br)
+	if s := p.s.cur.Load().routes[0].limit.Stats(); s.Ignored != 1 || s.Succeeded != 0 {
+		t.Errorf("outcomes %+v, want one Ignore", s)
+	}
+}

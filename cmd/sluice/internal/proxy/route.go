@@ -194,14 +194,24 @@ func rejecter(quota, capacity int) func(http.ResponseWriter, *http.Request, erro
 		switch {
 		case errors.Is(err, context.Canceled):
 			return // the client left
+		case errors.Is(err, sluice.ErrStore):
+			// httplimit answers every per-key rejection 429, but a shared
+			// store that did not answer is the proxy's trouble, not the
+			// client's quota: a capacity answer.
+			code = capacity
 		case code == http.StatusTooManyRequests:
 			code = quota
 		case code == http.StatusServiceUnavailable:
 			code = capacity
 		}
 		msg := "over capacity"
-		if errors.Is(err, sluice.ErrQuota) {
+		switch {
+		case errors.Is(err, sluice.ErrQuota):
 			msg = "over quota"
+		case errors.Is(err, sluice.ErrStore):
+			// A shared store's failure policy is closed: say so, so that
+			// an operator tells it from an overloaded upstream.
+			msg = "over capacity: the shared limit store did not answer (store failure policy: closed)"
 		}
 		http.Error(w, msg, code)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ type state struct {
 	routes     []*route // most specific first
 	policyList []*policy
 	policies   map[string]*policy
+	storeList  []*store
 }
 
 func (st *state) match(r *http.Request) *route {
@@ -34,19 +36,41 @@ func (st *state) match(r *http.Request) *route {
 }
 
 // build makes a state from cfg, reusing from old (may be nil) every
-// policy and route whose definition did not change: the same objects, so
-// their limiter state and counters carry on. Nothing of old is changed.
+// store, policy and route whose definition did not change: the same
+// objects, so their connections, limiter state and counters carry on.
+// Nothing of old is changed; on an error, what build made is closed.
 func build(cfg *Config, old *state, ts *transports, m *metrics, log *slog.Logger) (*state, error) {
 	st := &state{cfg: cfg, policies: map[string]*policy{}}
+	ok := false
+	defer func() {
+		if !ok {
+			st.closeUnshared(old)
+		}
+	}()
+	stores := map[string]*store{}
+	for i, spec := range cfg.Stores {
+		if s := old.store(spec.Name); s != nil && s.def == storeDefinition(spec) {
+			stores[spec.Name] = s
+			st.storeList = append(st.storeList, s)
+			continue
+		}
+		s, err := cfg.openStore(spec, fmt.Sprintf("stores[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		stores[spec.Name] = s
+		st.storeList = append(st.storeList, s)
+	}
 	for i, spec := range cfg.Policies {
+		ps := stores[spec.Store] // nil: memory
 		if old != nil {
-			if p := old.policies[spec.Name]; p != nil && p.def == definition(spec) {
+			if p := old.policies[spec.Name]; p != nil && p.def == policyDefinition(spec, ps) && p.store == ps {
 				st.policies[spec.Name] = p
 				st.policyList = append(st.policyList, p)
 				continue
 			}
 		}
-		p, err := cfg.buildPolicy(spec, fmt.Sprintf("policies[%d]", i))
+		p, err := cfg.buildPolicy(spec, fmt.Sprintf("policies[%d]", i), ps)
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +99,40 @@ func build(cfg *Config, old *state, ts *transports, m *metrics, log *slog.Logger
 		st.routes = append(st.routes, rt)
 	}
 	sortRoutes(st.routes)
+	ok = true
 	return st, nil
+}
+
+// store returns st's store named name, nil if none (or st is nil).
+func (st *state) store(name string) *store {
+	if st == nil {
+		return nil
+	}
+	for _, s := range st.storeList {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// closeUnshared closes st's policies and stores that other (may be nil)
+// does not use too: after a reload, st is the old state and other the
+// new one; after a failed build, st is the half-built one and other the
+// serving one. Requests still running on st's policies end under their
+// failure policy if their store is closed under them (a lease they hold
+// expires after its TTL).
+func (st *state) closeUnshared(other *state) {
+	for _, p := range st.policyList {
+		if other == nil || other.policies[p.name] != p {
+			p.close()
+		}
+	}
+	for _, s := range st.storeList {
+		if other.store(s.name) != s {
+			_ = s.s.Close() // only closing the client can fail: nothing to do about it
+		}
+	}
 }
 
 // Server is the proxy: its config, its listeners, its admin API. Make one
@@ -90,6 +147,7 @@ type Server struct {
 
 	mu        sync.Mutex // one reload or limit change at a time
 	reloadErr error      // the last reload's, nil if it succeeded; under mu
+	retiring  []*retired // replaced states whose stores wait to be closed; under mu
 	loaded    time.Time  // when the serving config was loaded; under mu
 	modTime   time.Time  // the file's, when loaded; under mu
 	size      int64
@@ -183,6 +241,7 @@ func (s *Server) reloadLocked() error {
 		s.log.Warn("listen, admin.listen and log take effect at the next start, not at a reload")
 	}
 	s.cur.Store(st)
+	s.retire(old, st)
 	for _, rt := range old.routes {
 		if !st.hasRoute(rt.name) {
 			s.metrics.forget(rt.name)
@@ -198,6 +257,35 @@ func (st *state) hasRoute(name string) bool {
 		}
 	}
 	return false
+}
+
+// retired is a replaced state whose stores and shared policies a reload
+// dropped, waiting to be closed.
+type retired struct {
+	old, cur *state
+	timer    *time.Timer
+}
+
+// retire closes what old has and cur has not (stores, shared policies'
+// lease renewal) drain_timeout after the reload, not at once: requests
+// still running on old finish with them, renewing and releasing their
+// leases, rather than failing to the failure policy or leaving a lease
+// in Redis until its TTL. Shutdown closes them at once. Called under mu.
+func (s *Server) retire(old, cur *state) {
+	if len(old.storeList) == 0 {
+		old.closeUnshared(cur) // nothing in the background but nothing shared either
+		return
+	}
+	r := &retired{old: old, cur: cur}
+	r.timer = time.AfterFunc(cur.cfg.DrainTimeout, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if i := slices.Index(s.retiring, r); i >= 0 { // else Shutdown closed it
+			s.retiring = slices.Delete(s.retiring, i, i+1)
+			r.old.closeUnshared(r.cur)
+		}
+	})
+	s.retiring = append(s.retiring, r)
 }
 
 // Watch polls the config file's modification time and size every
@@ -259,6 +347,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.admin.Close()
 	s.transports.closeIdle()
+	s.mu.Lock()
+	for _, r := range s.retiring {
+		r.timer.Stop()
+		r.old.closeUnshared(r.cur)
+	}
+	s.retiring = nil
+	s.cur.Load().closeUnshared(nil)
+	s.mu.Unlock()
 	return err
 }
 
@@ -266,7 +362,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // the first error: the library's own checks (a limit out of range, say),
 // named at file:line: field. LoadConfig does not build anything.
 func Check(cfg *Config) error {
-	_, err := build(cfg, nil, &transports{}, nil, slog.New(slog.DiscardHandler))
+	st, err := build(cfg, nil, &transports{}, nil, slog.New(slog.DiscardHandler))
+	if err == nil {
+		st.closeUnshared(nil)
+	}
 	return err
 }
 

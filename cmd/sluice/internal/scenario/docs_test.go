@@ -1,12 +1,15 @@
 package scenario
 
 import (
+	"encoding"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -34,17 +37,17 @@ func TestDocsListEveryKey(t *testing.T) {
 // origin.service) is listed by its own path only: the docs refer back.
 func fileKeys(t reflect.Type, prefix string, seen map[reflect.Type]bool) []string {
 	var keys []string
-	for _, f := range structFields(reflect.New(t).Elem()) {
-		v, path := f.v, f.name
+	for _, f := range yamlfile.Keys(t) {
+		path := f.Name
 		if prefix != "" {
-			path = prefix + "." + f.name
+			path = prefix + "." + f.Name
 		}
 		keys = append(keys, path)
-		ft := v.Type()
+		ft := f.Type
 		if ft.Kind() == reflect.Slice {
 			ft, path = ft.Elem(), path+"[]"
 		}
-		if ft == policyType {
+		if ft == reflect.TypeFor[sim.Policy]() {
 			// One type per kind: the keys of each, and kind.
 			keys = append(keys, path+".kind")
 			for _, k := range sim.PolicyKinds() {
@@ -57,7 +60,7 @@ func fileKeys(t reflect.Type, prefix string, seen map[reflect.Type]bool) []strin
 			}
 			continue
 		}
-		if ft.Kind() != reflect.Struct || ft == durationType || reflect.PointerTo(ft).Implements(textUnmarshaler) {
+		if ft.Kind() != reflect.Struct || ft == reflect.TypeFor[time.Duration]() || reflect.PointerTo(ft).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
 			continue
 		}
 		if seen[ft] {

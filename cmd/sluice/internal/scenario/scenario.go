@@ -13,20 +13,14 @@
 package scenario
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
 	"github.com/sluicehq/sluice/sim"
-	"gopkg.in/yaml.v3"
 )
 
 // File is a parsed and validated scenario file.
@@ -40,7 +34,7 @@ type File struct {
 	// Path is the file the scenario was read from.
 	Path string `yaml:"-"`
 
-	lines map[string]int // field path -> line, for errors found after parsing
+	lines yamlfile.Lines // field path -> line, for errors found after parsing
 }
 
 // Report holds the file's reporting options.
@@ -51,23 +45,22 @@ type Report struct {
 	Within time.Duration `yaml:"within"`
 }
 
-// maxFileSize bounds what Load reads: a scenario is a page of YAML, and
-// a path to something endless (/dev/zero) must not eat the memory.
-const maxFileSize = 1 << 20
+// ErrInvalid is matched (errors.Is) by every error about a scenario file's
+// content, as opposed to an error reading it. It is yamlfile's: scenario
+// files and the proxy's config are read by the same decoder.
+var ErrInvalid = yamlfile.ErrInvalid
 
-// Load reads, parses and validates the scenario file at path.
+// Error is one problem in a scenario file: where it is and what is wrong.
+// It prints as FILE:LINE: FIELD: MESSAGE, the form editors jump to.
+type Error = yamlfile.Error
+
+// Load reads, parses and validates the scenario file at path. A file over
+// 1 MiB is refused: a scenario is a page of YAML, and a path to something
+// endless (/dev/zero) must not eat the memory.
 func Load(path string) (*File, error) {
-	fh, err := os.Open(path)
+	data, err := yamlfile.ReadFile(path)
 	if err != nil {
 		return nil, err
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxFileSize {
-		return nil, &Error{File: path, Line: 1, Msg: fmt.Sprintf("larger than %d bytes: not a scenario file", maxFileSize)}
 	}
 	return Parse(path, data)
 }
@@ -75,35 +68,15 @@ func Load(path string) (*File, error) {
 // Parse parses and validates a scenario file's contents; name is used in
 // errors and for the default scenario name. Every error about the content
 // matches ErrInvalid; the first problem is an *Error (errors.As), and up to
-// ten are reported, joined.
+// ten are reported, joined. ${NAME} in values is left as written: a scenario
+// is data, and has no secrets to fetch from the environment.
 func Parse(name string, data []byte) (*File, error) {
-	d := &decoder{file: name, lines: map[string]int{}}
-	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	switch err := dec.Decode(&root); {
-	case errors.Is(err, io.EOF):
-		return nil, &Error{File: name, Line: 1, Msg: "empty scenario file"}
-	case err != nil:
-		return nil, syntaxError(name, err)
+	f := &File{Path: name}
+	lines, err := yamlfile.Decode(name, data, f, yamlfile.Options{What: "scenario", Unions: policyUnion})
+	if err != nil {
+		return nil, err
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		line := extra.Line
-		if err != nil {
-			return nil, syntaxError(name, err)
-		}
-		return nil, &Error{File: name, Line: line, Msg: "more than one YAML document (a second \"---\"): a file holds one scenario"}
-	}
-	doc := &root
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		doc = doc.Content[0]
-	}
-
-	f := &File{Path: name, lines: d.lines}
-	d.decode(doc, "", reflect.ValueOf(f).Elem())
-	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
-	}
+	f.lines = lines
 	if f.Name == "" {
 		f.Name = strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
 	}
@@ -163,30 +136,9 @@ func (f *File) simError(err error) error {
 // names, or of its nearest parent in the file when the field is not written
 // there (a required key left out).
 func (f *File) errorAt(field, problem string) error {
-	p := field
-	for {
-		if line, ok := f.lines[p]; ok {
-			if p != field {
-				problem += " (not set in the file)"
-			}
-			return &Error{File: f.Path, Line: line, Field: field, Msg: problem}
-		}
-		i := strings.LastIndexAny(p, ".[")
-		if i < 0 {
-			return &Error{File: f.Path, Line: 1, Field: field, Msg: problem + " (not set in the file)"}
-		}
-		p = p[:i]
+	line, exact := f.lines.Line(field)
+	if !exact {
+		problem += " (not set in the file)"
 	}
-}
-
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// syntaxError turns the YAML parser's "yaml: line N: msg" into FILE:N: msg.
-func syntaxError(name string, err error) error {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{File: name, Line: line, Msg: "YAML syntax: " + m[2]}
-	}
-	return &Error{File: name, Line: 1, Msg: "YAML syntax: " + strings.TrimPrefix(msg, "yaml: ")}
+	return &Error{File: f.Path, Line: line, Field: field, Msg: problem}
 }

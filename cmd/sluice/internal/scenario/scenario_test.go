@@ -244,7 +244,7 @@ func TestLoad(t *testing.T) {
 // file, /dev/zero) is refused after a bounded read.
 func TestLoadTooLarge(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big.yaml")
-	if err := os.WriteFile(path, []byte(good+strings.Repeat("#\n", maxFileSize)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(good+strings.Repeat("#\n", 1<<20)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Load(path)
@@ -339,5 +339,18 @@ func TestSizeOfTheWholeRun(t *testing.T) {
 	const want = "w.yaml:18: policies: 42 policies of 30000 points and up to 150 requests each are more than the 1000000 points"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("42 policies: %v\nwant prefix %s", err, want)
+	}
+}
+
+// TestParseNoEnv: a scenario is data: ${NAME} in a value is kept as
+// written, not read from the environment (the proxy's config does that).
+func TestParseNoEnv(t *testing.T) {
+	t.Setenv("SCENARIO_TEST_NAME", "from-env")
+	f, err := Parse("env.yaml", []byte(strings.Replace(good, "name: demo", "name: ${SCENARIO_TEST_NAME}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Name != "${SCENARIO_TEST_NAME}" {
+		t.Errorf("name = %q, want ${SCENARIO_TEST_NAME} as written", f.Name)
 	}
 }

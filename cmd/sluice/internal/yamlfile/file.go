@@ -2,6 +2,7 @@ package yamlfile
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -20,28 +21,37 @@ type Options struct {
 	// keys); its error is reported at the value's line and field. ExpandEnv
 	// is one.
 	Expand func(string) (string, error)
+	// What names what a file holds ("scenario"), for the messages that
+	// say a file is not one: "empty scenario file". Empty: a config.
+	What string
+	// Unions fill interface-typed fields whose concrete type a key of
+	// their mapping names (a scenario policy's "kind"); see Union.
+	Unions map[reflect.Type]Union
 }
 
 // Lines maps a field path as written in the file ("routes[1].upstream")
 // to the line where it was set, for errors found after decoding.
 type Lines map[string]int
 
-// At returns an *Error at path's line: the line of path, or of the nearest
-// enclosing field that was written, or line 1.
+// At returns an *Error at path's line (see Line).
 func (l Lines) At(file, path, msg string) *Error {
-	line := 1
+	line, _ := l.Line(path)
+	return &Error{File: file, Line: line, Field: path, Msg: msg}
+}
+
+// Line returns the line of path, or of the nearest enclosing field that
+// was written, or 1; exact says path itself was written.
+func (l Lines) Line(path string) (line int, exact bool) {
 	for p := path; ; {
 		if n, ok := l[p]; ok {
-			line = n
-			break
+			return n, p == path
 		}
 		i := strings.LastIndexAny(p, ".[")
 		if i < 0 {
-			break
+			return 1, false
 		}
 		p = p[:i]
 	}
-	return &Error{File: file, Line: line, Field: path, Msg: msg}
 }
 
 // maxFileSize bounds what ReadFile reads: a config is a few pages of YAML,
@@ -74,7 +84,11 @@ func Decode(name string, data []byte, v any, opt Options) (Lines, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	switch err := dec.Decode(&root); {
 	case errors.Is(err, io.EOF):
-		return nil, &Error{File: name, Line: 1, Msg: "empty file"}
+		msg := "empty file"
+		if opt.What != "" {
+			msg = "empty " + opt.What + " file"
+		}
+		return nil, &Error{File: name, Line: 1, Msg: msg}
 	case err != nil:
 		return nil, syntaxError(name, err)
 	}
@@ -83,7 +97,11 @@ func Decode(name string, data []byte, v any, opt Options) (Lines, error) {
 		if err != nil {
 			return nil, syntaxError(name, err)
 		}
-		return nil, &Error{File: name, Line: extra.Line, Msg: "more than one YAML document (a second \"---\")"}
+		msg := "more than one YAML document (a second \"---\")"
+		if opt.What != "" {
+			msg += ": a file holds one " + opt.What
+		}
+		return nil, &Error{File: name, Line: extra.Line, Msg: msg}
 	}
 	doc := &root
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
@@ -93,7 +111,8 @@ func Decode(name string, data []byte, v any, opt Options) (Lines, error) {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return nil, fmt.Errorf("yamlfile: Decode wants a non-nil pointer, got %T", v)
 	}
-	d := &decoder{file: name, expand: opt.Expand, lines: map[string]int{}}
+	d := &decoder{file: name, expand: opt.Expand, what: cmp.Or(opt.What, "config"),
+		unions: opt.Unions, lines: map[string]int{}}
 	d.decode(doc, "", rv.Elem())
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)

@@ -2,6 +2,8 @@ package yamlfile
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +73,60 @@ func TestDecodeErrors(t *testing.T) {
 		_, err := Decode("f.yaml", []byte(tc.in), &d, Options{Expand: ExpandEnv})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: %v, want %q matching ErrInvalid", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestDecodeWhat: Options.What names the kind of file in the messages that
+// say a file is not one.
+func TestDecodeWhat(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", "f.yaml:1: empty scenario file"},
+		{"a: 1\n---\nb: 2\n", "f.yaml:2: more than one YAML document (a second \"---\"): a file holds one scenario"},
+	} {
+		var d doc
+		_, err := Decode("f.yaml", []byte(tc.in), &d, Options{What: "scenario"})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q: %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+type shape interface{ area() int }
+
+type square struct {
+	Side int `yaml:"side"`
+}
+
+func (s square) area() int { return s.Side * s.Side }
+
+// TestDecodeUnion: a Union's key picks the concrete type; the other keys
+// are that type's fields.
+func TestDecodeUnion(t *testing.T) {
+	opt := Options{Unions: map[reflect.Type]Union{reflect.TypeFor[shape](): {
+		Key:   "kind",
+		Names: []string{"square"},
+		New: func(name string) (any, error) {
+			if name == "square" {
+				return square{}, nil
+			}
+			return nil, fmt.Errorf("unknown kind %q", name)
+		},
+	}}}
+	var v struct {
+		Shapes []shape `yaml:"shapes"`
+	}
+	if _, err := Decode("f.yaml", []byte("shapes:\n  - {kind: square, side: 3}\n"), &v, opt); err != nil || len(v.Shapes) != 1 || v.Shapes[0].area() != 9 {
+		t.Fatalf("decoded %+v, %v", v, err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"shapes:\n  - {side: 3}\n", "f.yaml:2: shapes[0].kind: is required (square)"},
+		{"shapes:\n  - {kind: circle}\n", `f.yaml:2: shapes[0].kind: unknown kind "circle"`},
+		{"shapes:\n  - {kind: square, radius: 1}\n", "f.yaml:2: shapes[0].radius: unknown key (known here: kind, side)"},
+	} {
+		_, err := Decode("f.yaml", []byte(tc.in), &v, opt)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q: %v, want %q", tc.in, err, tc.want)
 		}
 	}
 }

@@ -4,8 +4,9 @@
 // follows the yaml struct tags of the target, like gopkg.in/yaml.v3, and
 // bounds the work that aliases and merge keys can multiply.
 //
-// It started as the scenario package's decoder; the proxy's config file
-// uses it too, with Options.Expand for ${ENV} references.
+// Scenario files and the proxy's config file use it; only the proxy's
+// turns on Options.Expand for ${ENV} references (a config may need a
+// secret; a scenario is data).
 package yamlfile
 
 import (
@@ -14,9 +15,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -60,6 +59,8 @@ const maxErrors = 10
 type decoder struct {
 	file   string
 	expand func(string) (string, error)
+	what   string // for "not a config file"
+	unions map[reflect.Type]Union
 	errs   []error
 	lines  map[string]int // field path -> line, for errors found later
 	steps  int            // values and keys visited, aliases expanded: see spend
@@ -80,7 +81,7 @@ func (d *decoder) spend(at *yaml.Node, n int) bool {
 	d.steps += n
 	if d.steps > maxSteps {
 		d.errs = append(d.errs, &Error{File: d.file, Line: at.Line,
-			Msg: fmt.Sprintf("more than %d keys and values once aliases and merge keys are expanded: not a config file", maxSteps)})
+			Msg: fmt.Sprintf("more than %d keys and values once aliases and merge keys are expanded: not a %s file", maxSteps, d.what)})
 		return false
 	}
 	return true
@@ -111,6 +112,10 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	}
 	if v.Type() == durationType {
 		d.duration(n, path, v)
+		return
+	}
+	if u, ok := d.unions[v.Type()]; ok {
+		d.union(n, path, v, u)
 		return
 	}
 	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
@@ -204,13 +209,14 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 // fields' yaml tags; an unknown or repeated key is an error. YAML merge
 // keys ("<<: *anchor") bring in an anchored mapping's keys; keys written
 // next to them win, as YAML specifies.
-func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
+// Extra fields are keys v does not have (a union's kind).
+func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value, extra ...field) {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "want a mapping of keys, got %s", describe(n))
 		return
 	}
 	fields := map[string]reflect.Value{}
-	for _, f := range structFields(v) {
+	for _, f := range append(structFields(v), extra...) {
 		fields[f.name] = f.v
 	}
 	explicit := map[string]bool{}
@@ -283,48 +289,6 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-// field is one key of a mapping and the struct field it sets.
-type field struct {
-	name string
-	v    reflect.Value
-}
-
-// structFields lists v's keys in declaration order: each exported field's
-// yaml tag name (its lower-cased Go name when untagged, as yaml.v3 does),
-// with fields tagged ",inline" spliced in.
-func structFields(v reflect.Value) []field {
-	var out []field
-	t := v.Type()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if name == "-" {
-			continue
-		}
-		if opts == "inline" && sf.Type.Kind() == reflect.Struct {
-			out = append(out, structFields(v.Field(i))...)
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(sf.Name)
-		}
-		out = append(out, field{name, v.Field(i)})
-	}
-	return out
-}
-
-func known(fields map[string]reflect.Value) string {
-	ks := make([]string, 0, len(fields))
-	for k := range fields {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return strings.Join(ks, ", ")
 }
 
 func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {

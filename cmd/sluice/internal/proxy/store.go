@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// StoreSpec is a shared store: a Redis (one node or a Cluster) through
+// which several proxies share their limits. A policy names it in its
+// store field. See docs/proxy.md.
+type StoreSpec struct {
+	Name string `yaml:"name" json:"name"`
+	// URL is redis://, rediss://, redis+cluster:// or rediss+cluster://;
+	// write a password as ${ENV}. GET /config shows it redacted.
+	URL              string        `yaml:"url" json:"url"`
+	Timeout          time.Duration `yaml:"timeout" json:"timeout"`
+	Failure          string        `yaml:"failure" json:"failure"`
+	Replicas         int           `yaml:"replicas" json:"replicas"`
+	Heartbeat        time.Duration `yaml:"heartbeat" json:"heartbeat"`
+	BreakerThreshold int           `yaml:"breaker_threshold" json:"breaker_threshold"`
+	BreakerCooldown  time.Duration `yaml:"breaker_cooldown" json:"breaker_cooldown"`
+}
+
+// MarshalYAML writes the spec with the URL's password hidden, for
+// GET /config: the file's ${ENV} is expanded in memory.
+func (s StoreSpec) MarshalYAML() (any, error) {
+	type plain StoreSpec
+	p := plain(s)
+	p.URL = redactURL(s.URL)
+	return p, nil
+}
+
+// redactURL hides a URL's password ("xxxxx"), for logs, errors and the
+// admin API; a URL that does not parse is hidden whole.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<a URL that does not parse>"
+	}
+	return u.Redacted()
+}
+
+// storeDefinition is what decides whether a reload keeps a store: every
+// field, the real URL included.
+func storeDefinition(s StoreSpec) string {
+	type plain StoreSpec // no MarshalYAML; json ignores it anyway
+	b, err := json.Marshal(plain(s))
+	if err != nil { // plain values only
+		panic(err)
+	}
+	return string(b)
+}
+
+// Defaults and bounds of a store.
+const (
+	DefaultStoreTimeout = redisstore.DefaultTimeout
+	maxReplicas         = 10000
+)
+
+var storeSchemes = []string{"redis://", "rediss://", "redis+cluster://", "rediss+cluster://"}
+
+// validateStore checks s and fills in its defaults; at is its path.
+func (c *Config) validateStore(s *StoreSpec, at string) error {
+	if s.Name == "" {
+		return c.errAt(at+".name", "required")
+	}
+	if s.Name == "memory" {
+		return c.errAt(at+".name", `"memory" names the in-process store: choose another name`)
+	}
+	ok := false
+	for _, p := range storeSchemes {
+		ok = ok || strings.HasPrefix(s.URL, p)
+	}
+	if !ok {
+		return c.errAt(at+".url", "%q: want a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", redactURL(s.URL))
+	}
+	if s.Timeout == 0 {
+		s.Timeout = DefaultStoreTimeout
+	} else if s.Timeout < 100*time.Microsecond || s.Timeout > 10*time.Second {
+		return c.errAt(at+".timeout", "must be within [100µs, 10s], got %v", s.Timeout)
+	}
+	if s.Failure == "" {
+		s.Failure = "open"
+	}
+	if _, err := redisstore.ParseFailure(s.Failure); err != nil {
+		return c.errAt(at+".failure", "%q: want open, closed or local", s.Failure)
+	}
+	if s.Replicas < 0 || s.Replicas > maxReplicas {
+		return c.errAt(at+".replicas", "must be within [0, %d] (0: counted by the heartbeat, 1 without one), got %d", maxReplicas, s.Replicas)
+	}
+	if s.Heartbeat != 0 && (s.Heartbeat < 10*time.Millisecond || s.Heartbeat > time.Minute) {
+		return c.errAt(at+".heartbeat", "must be 0 (off) or within [10ms, 1m], got %v", s.Heartbeat)
+	}
+	if s.Failure == "local" && s.Replicas == 0 && s.Heartbeat == 0 {
+		return c.errAt(at+".replicas", "failure: local divides the limit by the replicas: give replicas or heartbeat")
+	}
+	if s.BreakerThreshold == 0 {
+		s.BreakerThreshold = redisstore.DefaultBreakerThreshold
+	} else if s.BreakerThreshold < 1 || s.BreakerThreshold > 1000 {
+		return c.errAt(at+".breaker_threshold", "must be within [1, 1000], got %d", s.BreakerThreshold)
+	}
+	if s.BreakerCooldown == 0 {
+		s.BreakerCooldown = redisstore.DefaultBreakerCooldown
+	} else if s.BreakerCooldown < time.Millisecond || s.BreakerCooldown > time.Minute {
+		return c.errAt(at+".breaker_cooldown", "must be within [1ms, 1m], got %v", s.BreakerCooldown)
+	}
+	return nil
+}
+
+// store is a StoreSpec opened. Reloads keep a store whose definition did
+// not change, with its client, its breaker and its counters.
+type store struct {
+	name    string
+	def     string
+	spec    StoreSpec
+	failure redisstore.Failure
+	s       *redisstore.Store
+}
+
+// openStore connects nothing yet (go-redis dials on the first call), so a
+// config check does not need Redis up; a URL that does not parse is an
+// error at its line, with the password hidden.
+func (c *Config) openStore(spec StoreSpec, at string) (*store, error) {
+	f, err := redisstore.ParseFailure(spec.Failure)
+	if err != nil { // validated
+		return nil, c.errAt(at+".failure", "%v", err)
+	}
+	s, err := redisstore.Open(spec.URL, redisstore.Config{
+		Timeout:          spec.Timeout,
+		BreakerThreshold: spec.BreakerThreshold,
+		BreakerCooldown:  spec.BreakerCooldown,
+		Heartbeat:        spec.Heartbeat,
+	})
+	if err != nil {
+		// Not wrapAt: redisstore's error quotes the URL, password and all.
+		msg := strings.ReplaceAll(err.Error(), spec.URL, redactURL(spec.URL))
+		return nil, c.errAt(at+".url", "%s", msg)
+	}
+	return &store{name: spec.Name, def: storeDefinition(spec), spec: spec, failure: f, s: s}, nil
+}
+
+// storeMetrics are the Prometheus descriptions of the stores' series,
+// read from redisstore's counters at each scrape.
+type storeMetrics struct {
+	roundTrip, calls, errors, timeouts, shorted, trips, breaker, replicas *prometheus.Desc
+	fallbacks, cacheHits                                                  *prometheus.Desc
+}
+
+func newStoreMetrics() storeMetrics {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("sluice_store_"+name, help, labels, nil)
+	}
+	return storeMetrics{
+		roundTrip: d("round_trip_seconds", "Store call durations as the limiters saw them (pipeline queueing included), by store.", "store"),
+		calls:     d("calls_total", "Store calls sent to Redis, by store.", "store"),
+		errors:    d("errors_total", "Store calls that failed (timeouts included), by store.", "store"),
+		timeouts:  d("timeouts_total", "Store calls that failed by the per-call timeout, by store.", "store"),
+		shorted:   d("breaker_rejects_total", "Store calls refused at once by the open circuit breaker, by store.", "store"),
+		trips:     d("breaker_trips_total", "Times the circuit breaker opened, by store.", "store"),
+		breaker:   d("breaker_state", "The circuit breaker's state: 0 closed (calls go to Redis), 1 open (calls go to the failure policy), 2 half-open (one probe).", "store"),
+		replicas:  d("replicas", "Live replicas counted by the heartbeat (1 without one), by store.", "store"),
+		fallbacks: d("fallbacks_total", "Decisions made by the failure policy because the store did not answer, by store and limiter (POLICY/PART).", "store", "limiter"),
+		cacheHits: d("cache_hits_total", "Rejections answered from the over-limit cache without a round trip, by store and limiter.", "store", "limiter"),
+	}
+}
+
+func (sm *storeMetrics) collect(ch chan<- prometheus.Metric, st *store) {
+	s := st.s.Stats()
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), st.name)
+	}
+	counter(sm.calls, s.Calls)
+	counter(sm.errors, s.Errors)
+	counter(sm.timeouts, s.Timeouts)
+	counter(sm.shorted, s.BreakerRejects)
+	counter(sm.trips, s.BreakerTrips)
+	ch <- prometheus.MustNewConstMetric(sm.breaker, prometheus.GaugeValue, float64(s.Breaker), st.name)
+	ch <- prometheus.MustNewConstMetric(sm.replicas, prometheus.GaugeValue, float64(s.Replicas), st.name)
+	// redisstore's buckets are not cumulative and the last is unbounded
+	// (+Inf): Prometheus wants cumulative counts by upper bound.
+	buckets := map[float64]uint64{}
+	var total uint64
+	for _, b := range s.RoundTrip {
+		total += b.Count
+		if b.UpperBound > 0 {
+			buckets[b.UpperBound.Seconds()] = total
+		}
+	}
+	ch <- prometheus.MustNewConstHistogram(sm.roundTrip, total, s.RoundTripSum.Seconds(), buckets, st.name)
+}
+
+func (sm *storeMetrics) collectLimiter(ch chan<- prometheus.Metric, st *store, limiter string, s redisstore.LimiterStats) {
+	ch <- prometheus.MustNewConstMetric(sm.fallbacks, prometheus.CounterValue, float64(s.Fallbacks), st.name, limiter)
+	ch <- prometheus.MustNewConstMetric(sm.cacheHits, prometheus.CounterValue, float64(s.CacheHits), st.name, limiter)
+}
+
+// storeName is how logs and errors name a store: its name and redacted URL.
+func (st *store) String() string { return fmt.Sprintf("%s (%s)", st.name, redactURL(st.spec.URL)) }
