@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"cmp"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -25,7 +26,8 @@ type LittleConfig struct {
 	// service's concurrency. Within (0, 1]; default 0.25.
 	Headroom float64
 	// Backoff multiplies the limit after a window in which more than a
-	// tenth of the samples were Dropped. Within (0, 1]; default 0.9.
+	// tenth of the samples were Dropped (twice the share that succeeded
+	// does, when less, down to a half). Within (0, 1]; default 0.9.
 	Backoff float64
 	// Timeout, when positive, makes a Success slower than it count as
 	// Dropped: the deadline a client gives up at, when the limiter is not
@@ -43,8 +45,9 @@ type LittleConfig struct {
 // know better.
 //
 // Once per window (at least one mean latency, and enough successes that
-// their mean is known within about 5%) it compares the window's mean
-// latency with noLoad:
+// their mean is known within about 5%; for a service whose latencies are
+// all within 5% of each other, two mean latencies and 8 successes) it
+// compares the window's mean latency with noLoad:
 //
 //	q     = latency/noLoad − 1                        queueing delay, as a share
 //	limit = limit × clamp((1 + Headroom)/(1 + q), 0.5, 1 + Headroom)
@@ -52,10 +55,15 @@ type LittleConfig struct {
 // With a queue (q > Headroom) the cut lands in one step on the service's
 // concurrency × (1 + Headroom); with none the limit grows by Headroom per
 // window, so it follows a service that gained workers within a few
-// windows. It settles where the queueing delay is Headroom × noLoad. An unused limit (in flight never reached it) does not move; a
-// window in which more than a tenth of the samples were Dropped multiplies
-// it by Backoff (a drop now and then is the service's own tail, and
-// backing off for each would hold the limit below capacity).
+// windows. It settles where the queueing delay is Headroom × noLoad. An
+// unused limit (in flight never reached it) does not move. A window in
+// which more than a tenth of the samples were Dropped multiplies it by
+// Backoff, or by twice the share that succeeded when that is less (at
+// most halving): a drop now and then is the service's own tail, and
+// backing off for each would hold the limit below capacity. Growth then
+// slows to an eighth of a request per window from one below the limit
+// that lost them: for a service of a few workers whose clients' deadline
+// is close to its latency, one request too many is a loss each time.
 //
 // noLoad is learned from live traffic: never by pinning the limit low to
 // measure it, which sheds healthy requests (envoyproxy/envoy#8337), and
@@ -77,6 +85,17 @@ type LittleConfig struct {
 //     noLoad by two standard errors: the service itself slowed. A slower
 //     service reads as a queue at first, and the cuts that follow are
 //     what bring those successes;
+//   - a cut of more than Headroom is checked: the window after the one
+//     that still holds requests admitted before it (the limit holds
+//     meanwhile) must show the latency fallen with the in flight, as a
+//     queue's does (the throughput stays). If it fell by less than the
+//     in flight by more than Headroom, two standard errors included, the
+//     throughput fell with the in flight instead, which happens only
+//     below the service's concurrency, where nothing queues: the service
+//     slowed, noLoad is that window's latency, and the limit goes back to
+//     the concurrency the window before the cut shows with it. This tells
+//     a slower service within a few windows at any in flight, where the
+//     evidence above needs a quarter of it;
 //   - two windows in a row faster than (1 − Headroom) × noLoad by two
 //     standard errors, queue included, say the service sped up, and
 //     noLoad falls to them.
@@ -105,6 +124,21 @@ type Little struct {
 	// still holds requests admitted before the halving.
 	probeFrom float64
 	skip      bool
+
+	// cutFrom is the last window's mean in flight and latency when a cut
+	// of more than Headroom was made, 0 when none is being checked (see
+	// checkCut); cutSkip passes over the window that still holds requests
+	// admitted before the cut.
+	cutFrom, cutLat float64
+	cutSkip         bool
+	// ceiling is the limit Dropped samples last cut, 0 once the limit
+	// grew past it.
+	ceiling float64
+
+	// constant reports that the last window of littleFew successes or
+	// more had a standard deviation within 5% of its mean: a window of
+	// such a service may close with fewer.
+	constant bool
 
 	win       littleWindow
 	known     stat      // successes at <= knownAt/2 in flight, pooled
@@ -186,7 +220,10 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	if w.lat.n > 0 {
 		length = time.Duration(w.lat.mean())
 	}
-	*w = littleWindow{start: now, length: length}
+	if w.lat.n >= littleFew {
+		l.constant = w.lat.se()*math.Sqrt(w.lat.n) <= 0.05*w.lat.mean()
+	}
+	*w = littleWindow{start: now, length: length, constant: l.constant}
 	return int(l.limit)
 }
 
@@ -194,8 +231,12 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 func (l *Little) close(now time.Time) {
 	w := &l.win
 	if w.overloaded() {
+		// What was dropped was admitted in vain: back off by Backoff, or
+		// by the share dropped when more (at most by half).
 		l.cut = dropCut(now)
-		l.limit = l.bounds.clamp(l.limit * l.backoff)
+		ok := w.lat.n / (w.lat.n + w.drops)
+		l.ceiling = l.limit
+		l.limit = l.bounds.clamp(l.limit * max(min(l.backoff, 2*ok), 0.5))
 		return
 	}
 	if w.lat.n == 0 {
@@ -221,6 +262,16 @@ func (l *Little) close(now time.Time) {
 		}
 		return
 	}
+	if l.cutFrom > 0 {
+		if l.cutSkip {
+			// Requests admitted before the cut: hold the limit until a
+			// window of those admitted after it tells what the cut did.
+			l.cutSkip = false
+			l.last = latency
+			return
+		}
+		l.checkCut(w.lat, inFlight)
+	}
 	l.learn(now, w.lat, w.known)
 	if float64(w.maxInFlight) < l.limit-1 {
 		return // the limit is not in use: the latency says nothing about it
@@ -231,7 +282,49 @@ func (l *Little) close(now time.Time) {
 		// slower service the known evidence is about to tell.
 		q = min(q, 0)
 	}
-	l.limit = l.bounds.clamp(l.limit * min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom))
+	f := min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom)
+	switch {
+	case f < 1/(1+l.headroom) && l.cutFrom == 0:
+		l.cutFrom, l.cutLat, l.cutSkip = inFlight, latency, true
+	case f > 1 && l.ceiling > 0 && l.limit*f > l.ceiling-1:
+		// Near the limit that last lost requests, grow by an eighth of a
+		// request per window: a small service (a few workers, a deadline
+		// close to its latency) loses requests at each request too many,
+		// and probing there fast would lose them often.
+		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(8*l.limit)))
+		if l.limit*f > l.ceiling+1 {
+			l.ceiling = 0 // past it without a cut: the service grew
+		}
+	}
+	l.limit = l.bounds.clamp(l.limit * f)
+}
+
+// checkCut tells a slower service from a queue after a cut, by Little's
+// law: in flight = throughput × latency. Cutting a queue leaves the
+// throughput as it was (the workers stay busy), so the latency falls in
+// proportion to the in flight; if it does not, the throughput fell with
+// the in flight, which happens only below the service's concurrency, where
+// nothing queues: the latency is the no-load latency of a service that
+// slowed.
+func (l *Little) checkCut(win stat, inFlight float64) {
+	from, lat := l.cutFrom, l.cutLat
+	l.cutFrom = 0
+	if inFlight > from*(1-l.headroom/2) {
+		return // the in flight did not fall: the cut was not in use
+	}
+	latency, low := win.mean(), win.mean()-2*win.se()
+	if low > lat*inFlight/from*(1+l.headroom) && low > l.noLoad*(1+l.headroom) {
+		l.noLoad, l.last = latency, latency
+		// knownAt stays: the workers did not change, only their speed,
+		// and what starts at knownAt/2 in flight or fewer goes on telling
+		// noLoad (one window's mean may be off: this one started with
+		// the in flight falling, which finishes the short requests first).
+		l.known, l.above = stat{}, stat{}
+		// The cuts were made against the old noLoad: the limit goes back
+		// to the service's concurrency the window before them shows with
+		// the new one (its throughput × noLoad).
+		l.limit = l.bounds.clamp(max(l.limit, from*min(latency/lat, 1)))
+	}
 }
 
 // probe halves the limit: the first windows were saturated, and their

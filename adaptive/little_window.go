@@ -14,13 +14,15 @@ type littleWindow struct {
 	inFlight    float64 // sum of the successes' InFlight
 	maxInFlight int
 	drops       float64
+	constant    bool // see Little.constant
 }
 
 // Sample counts. A window closes after one mean latency once its mean is
 // firm: littleWindowMin successes with a standard error within 5% of the
 // mean, or littleWindowMax. A slow service sends few, so a window also
-// closes with littleFew after 16 mean latencies, or after 4 if they are
-// within 2% (a constant service). No-load evidence is firm by the same rule
+// closes with littleFew after 16 mean latencies, or with littleFew/2 after
+// 2 if their mean is within 2% and the last window of littleFew or more
+// had a standard deviation within 5% of its mean (a constant service). No-load evidence is firm by the same rule
 // from littleEvidence, or with littleFew over 16 no-load latencies.
 const (
 	littleWindowMin = 64
@@ -40,10 +42,12 @@ func (w *littleWindow) done(now time.Time) bool {
 		return false
 	case w.overloaded(), w.lat.firm(littleWindowMin, littleWindowMax):
 		return true
+	case w.constant && w.lat.n >= littleFew/2 && elapsed >= 2*w.length && w.lat.se() <= 0.02*w.lat.mean():
+		return true // a constant service: few samples tell its mean
 	case w.lat.n < littleFew:
 		return false
 	}
-	return elapsed >= 16*w.length || elapsed >= 4*w.length && w.lat.se() <= 0.02*w.lat.mean()
+	return elapsed >= 16*w.length
 }
 
 // overloaded reports whether more than a few of the window's samples

@@ -105,3 +105,24 @@ func TestPropertyRelearnsAfterSlowdown(t *testing.T) {
 		}
 	}
 }
+
+// Seed 003 in the small: 7 workers at 1 s, then 2 s per request, constant
+// (no noise), so that a queue and a slower service cannot be told apart by
+// the spread of the latencies. Little must learn the new no-load latency
+// by cutting and watching the latency not fall with the in flight (the
+// throughput fell instead), and hold the limit at the workers, not at
+// half of them.
+func TestLittleLearnsASlowerService(t *testing.T) {
+	m := model{Base: time.Second, Capacity: 7, Seed: 3, SlowAt: 2 * time.Minute, SlowBase: 2 * time.Second}
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.drive(l, 6*time.Minute) // the slowdown at 2m, judged from 3m
+	if got := l.NoLoadLatency(); got < 1900*time.Millisecond || got > 2200*time.Millisecond {
+		t.Errorf("no-load latency %v after the slowdown, want about 2s", got)
+	}
+	if r.minLimit < 7 || r.maxLimit > 9 {
+		t.Errorf("limit in [%d, %d] over the last three minutes, want within [7, 9]", r.minLimit, r.maxLimit)
+	}
+}

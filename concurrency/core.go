@@ -31,8 +31,9 @@ const noDeadline = math.MaxInt64
 // NextExpiry, or let the next Arrive or Release do it; the queue is full and
 // a LIFO queue drops its oldest waiter for a newcomer (ReasonQueueFull); or
 // the caller gives up and calls Remove. The Core does not watch callers'
-// deadlines between calls; it only skips a waiter whose deadline has passed
-// when a permit frees up for it (ReasonDeadline).
+// deadlines between calls; when a permit frees up for a waiter whose
+// deadline is less than S (below) away, it skips it (ReasonDeadline): the
+// work would most likely finish after its caller gave up.
 //
 // Admission on arrival is deadline-aware: when the Core has seen at least one
 // released permit's latency it estimates the wait a newcomer faces as
@@ -321,7 +322,9 @@ func (c *Core) setLimit(now int64, n int) {
 func clampLimit(n int) int { return min(max(n, 1), MaxLimit) }
 
 // grant hands free permits to waiters in the discipline's order, skipping
-// (rejecting) those whose deadline has already passed.
+// (rejecting) those whose deadline is less than the mean time a permit is
+// held away: admitted, they would most likely miss it, and hold a permit
+// for work nobody waits for.
 func (c *Core) grant(now int64) {
 	for c.q.n > 0 && c.inFlight < c.limit {
 		i := c.q.head
@@ -330,7 +333,7 @@ func (c *Core) grant(now int64) {
 		}
 		dl := c.q.nodes[i].deadline
 		w := c.q.remove(i)
-		if dl <= now {
+		if dl <= satAdd(now, c.meanSvc) {
 			c.rejectEvent(w, sluice.ReasonDeadline)
 			continue
 		}

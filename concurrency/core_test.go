@@ -247,6 +247,16 @@ func TestCoreDisciplines(t *testing.T) {
 				s.release(40, 40)
 			},
 			"0:a+ 0:b? 0:c? 40:b-deadline 40:c+"},
+		{"too little time left for the work: skipped at grant", Config{Limit: 1, MaxQueue: 5},
+			func(s *script) {
+				s.arrive(0, "a", 0)
+				s.arrive(0, "b", 0)
+				s.release(20, 20) // a held its permit 20: so will the next
+				s.arrive(20, "c", 55)
+				s.arrive(20, "d", 0)
+				s.release(40, 20) // c has 15 left, less than the 20 it needs
+			},
+			"0:a+ 0:b? 20:b+ 20:c? 20:d? 40:c-deadline 40:d+"},
 		{"growing the limit grants at once", Config{Limit: 1, MaxQueue: 5},
 			func(s *script) {
 				s.arrive(0, "a", 0)

@@ -240,24 +240,31 @@ func TestAdaptiveBars(t *testing.T) {
 		}
 	}
 
-	// What Little holds on every file but seed 003 (see docs/simulations.md
-	// for the bars it misses and why): the issue asks 97%, 1.25 × and 1.3 ×.
+	// What Little holds on every file (see docs/simulations.md for the bars
+	// it misses): the issue asks 97%, 1.25 × and 1.3 ×.
 	for _, name := range names {
-		if name == "seed003-slowdown" {
-			continue
-		}
 		little, g2 := out[name][0], out[name][1]
-		if little.goodput < 0.95 {
-			t.Errorf("%s: little's worst phase has %.1f%% of the achievable goodput (%s), want >= 95%%", name, 100*little.goodput, little.worstAt)
+		if g2.goodput < 0.95 {
+			// Gradient2 holding less where it loses goodput is no bar.
+			g2.inFlight, g2.p50 = math.Inf(1), math.Inf(1)
 		}
-		if little.inFlight > 1.75 || little.inFlight > g2.inFlight {
-			t.Errorf("%s: little holds %.2f × the workers in flight, want <= 1.75 and <= gradient2's %.2f", name, little.inFlight, g2.inFlight)
+		if little.goodput < 0.96 {
+			t.Errorf("%s: little's worst phase has %.1f%% of the achievable goodput (%s), want >= 96%%", name, 100*little.goodput, little.worstAt)
 		}
-		if little.p50 > 2.3 || little.p50 > g2.p50 {
-			t.Errorf("%s: little's p50 is %.2f × the no-load p50, want <= 2.3 and <= gradient2's %.2f", name, little.p50, g2.p50)
+		if little.inFlight > 1.7 || little.inFlight > g2.inFlight {
+			t.Errorf("%s: little holds %.2f × the workers in flight, want <= 1.7 and <= gradient2's %.2f", name, little.inFlight, g2.inFlight)
 		}
-		if little.timeouts > 0.01 {
-			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= 1%%", name, 100*little.timeouts)
+		if little.p50 > 2.2 || little.p50 > g2.p50 {
+			t.Errorf("%s: little's p50 is %.2f × the no-load p50, want <= 2.2 and <= gradient2's %.2f", name, little.p50, g2.p50)
+		}
+		// Seed 003's run includes the slowdown itself, when every request
+		// in flight at the origin outlives its client.
+		maxTimeouts := 0.01
+		if name == "seed003-slowdown" {
+			maxTimeouts = 0.05
+		}
+		if little.timeouts > maxTimeouts {
+			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= %.0f%%", name, 100*little.timeouts, 100*maxTimeouts)
 		}
 		if little.rejectsLo > 100 {
 			t.Errorf("%s: little rejected %d requests in phases offered at most 0.8 × capacity, want <= 100", name, little.rejectsLo)
