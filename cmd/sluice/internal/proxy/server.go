@@ -168,6 +168,7 @@ func New(path string, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = NewLogger(os.Stderr, cfg.Log)
 	}
+	setRedisLog(log)
 	s := &Server{path: path, log: log, loaded: time.Now()}
 	if statErr == nil {
 		s.modTime, s.size = fi.ModTime(), fi.Size()
