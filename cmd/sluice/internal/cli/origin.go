@@ -113,7 +113,7 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice origin: %v\n", err)
 		return ExitFail
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := originHTTPServer(srv.Handler())
 	fmt.Fprintf(e.stdout, "sluice origin: serving on http://%s/ (%d workers, queue %s, %s service, capacity %.1f/s), metrics on /metrics\n",
 		ln.Addr(), cfg.Workers, queueString(cfg.Queue), cfg.Service.Kind, srv.Capacity())
 
@@ -141,6 +141,21 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	fmt.Fprintf(e.stdout, "sluice origin: served %d, errors %d, refused %d, timed out %d, most in flight %d\n",
 		st.Served, st.Errors, st.Refused, st.TimedOut, st.MaxInFlight)
 	return ExitOK
+}
+
+// The origin's connection timeouts. A client that sends no complete
+// request header, or keeps a connection idle, must not hold a socket and a
+// goroutine for ever. There is no ReadTimeout or WriteTimeout: the model
+// holds a request as long as its queue and service times say (up to hours),
+// and its own Timeout answers 504 when one is set.
+const (
+	originReadHeaderTimeout = 10 * time.Second
+	originIdleTimeout       = 2 * time.Minute // longer than a load's gaps between requests
+)
+
+// originHTTPServer is the http.Server that serves h for sluice origin.
+func originHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: originReadHeaderTimeout, IdleTimeout: originIdleTimeout}
 }
 
 func queueString(q int) string {
