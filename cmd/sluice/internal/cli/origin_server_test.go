@@ -106,4 +106,3 @@ func TestOriginServerTimeouts(t *testing.T) {
 		}
 	})
 }
-
