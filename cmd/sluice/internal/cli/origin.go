@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
-	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -45,9 +44,9 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 
 	var cfg origin.Config
 	if len(pos) == 1 {
-		f, err := scenario.Load(pos[0])
+		f, err := loadScenario(pos[0])
 		if err != nil {
-			return fileError(e, "origin", err)
+			return badScenario(e, "origin", err)
 		}
 		cfg.Origin = f.Origin
 		cfg.Seed = f.Seed
@@ -173,16 +172,6 @@ func listen(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("port %s is in use (listen %s): pick another with -addr", port, addr)
 	}
 	return ln, err
-}
-
-// fileError reports a scenario file error: exit 2 for its content, 1 for
-// reading it.
-func fileError(e env, cmd string, err error) int {
-	fmt.Fprintf(e.stderr, "sluice %s: %v\n", cmd, err)
-	if errors.Is(err, scenario.ErrInvalid) {
-		return ExitUsage
-	}
-	return ExitFail
 }
 
 // configError reports a bad configuration (a *sluice.ConfigError names the
