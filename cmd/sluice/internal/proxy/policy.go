@@ -21,10 +21,11 @@ import (
 )
 
 // maxWindow bounds burst/rate, the time an empty bucket takes to fill: the
-// window of the RateLimit-Policy header. Past it the window is no use to a
-// client, and far past it (burst 1e9 at rate 1e-9) it overflows a
-// time.Duration.
-const maxWindow = 30 * 24 * time.Hour
+// window of the RateLimit-Policy header, a time.Duration, which overflows
+// past 292 years (burst 1e9 at rate 1e-9 gave a negative window). A bucket
+// that in effect only drains (a total budget: rate 0.001, burst 1e6, 32
+// years) is a use, so the bound is the type's with a margin, not a month.
+const maxWindow = 100 * 365 * 24 * time.Hour
 
 // validateRate checks a policy's token bucket; at is the policy's path.
 func (c *Config) validateRate(r *RateSpec, at string) error {
@@ -38,8 +39,8 @@ func (c *Config) validateRate(r *RateSpec, at string) error {
 		return c.errAt(at+".rate.burst", "must be >= 1, got %d", r.Burst)
 	}
 	if secs := float64(r.Burst) / r.Rate; secs > maxWindow.Seconds() {
-		return c.errAt(at+".rate", "burst %d at rate %v/s takes %.6g days to fill; burst/rate must be at most %v (30 days): raise rate or lower burst",
-			r.Burst, r.Rate, secs/86400, maxWindow)
+		return c.errAt(at+".rate", "burst %d at rate %v/s takes %.4g years to fill; burst/rate must be at most 100 years: raise rate or lower burst",
+			r.Burst, r.Rate, secs/(365*86400))
 	}
 	return nil
 }

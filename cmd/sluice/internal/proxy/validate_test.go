@@ -17,7 +17,7 @@ func checkText(text string) error {
 	return err
 }
 
-// A token bucket that would take longer than 30 days to fill is refused at
+// A token bucket that would take longer than 100 years to fill is refused at
 // its rate block: its RateLimit-Policy window (burst/rate seconds) would
 // overflow a time.Duration, to a negative or zero window.
 func TestRateWindowBounded(t *testing.T) {
@@ -25,8 +25,8 @@ func TestRateWindowBounded(t *testing.T) {
 	for _, tc := range []struct{ rate, want string }{
 		{"{rate: 1e-9, burst: 1000000000}", `f.yaml:4: policies[0].rate: burst 1000000000 at rate 1e-09/s`},
 		{"{rate: 1, burst: 9223372036854775807}", `f.yaml:4: policies[0].rate: burst 9223372036854775807 at rate 1/s`},
-		{"{rate: 1, burst: 2592001, per_key: true}", `f.yaml:4: policies[0].rate: burst 2592001 at rate 1/s`},
-		{"{rate: 1, burst: 2592000}", ""}, // 30 days exactly
+		{"{rate: 0.001, burst: 3153601, per_key: true}", `f.yaml:4: policies[0].rate: burst 3153601 at rate 0.001/s`},
+		{"{rate: 0.001, burst: 3153600}", ""}, // 100 years exactly
 	} {
 		for _, store := range []string{"", "    store: r\n"} {
 			text := routes + "policies:\n  - name: p\n    rate: " + tc.rate + "\n" + store
