@@ -10,9 +10,9 @@
 // full. A Bucket is safe for concurrent use; an admission is one
 // compare-and-swap, with no lock and no allocation.
 //
-// Make one with NewBucket. The zero Config (and the zero Bucket) admits
-// nothing; Config.MaxWait 0 means only the context's deadline bounds a
-// wait.
+// Make one with NewBucket. The zero Config admits nothing; so does the
+// zero Bucket, until SetRate and SetBurst configure it (it then starts
+// empty). Config.MaxWait 0: only the context's deadline bounds a wait.
 //
 // # Which method when
 //
