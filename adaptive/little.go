@@ -72,9 +72,10 @@ type LittleConfig struct {
 //
 //   - the first estimate is the mean of a window of at least 256
 //     successes with a standard error within 5% (or 512), that lasted four
-//     mean latencies. If the limit held the traffic back during it, it may
-//     carry a queue the initial limit let in: the limit halves, and goes
-//     on halving while the latency falls with it;
+//     mean latencies. If the limit held the traffic back during it (its
+//     mean in flight was 0.9 of the limit, or 0.8 with the limit reached),
+//     it may carry a queue the initial limit let in: the limit halves, and
+//     goes on halving while the latency falls with it;
 //   - knownAt is a concurrency at which latency is known to be noLoad; it
 //     starts at the first window's, and rises by an eighth when firm
 //     evidence from just above it is within Headroom/2 of noLoad, never
@@ -249,7 +250,7 @@ func (l *Little) close(now time.Time) {
 	if l.noLoad == 0 {
 		l.noLoad, l.last = latency, latency
 		l.knownAt = min(inFlight, l.limit/(1+l.headroom))
-		if inFlight >= 0.9*l.limit {
+		if inFlight >= 0.9*l.limit || inFlight >= 0.8*l.limit && float64(w.maxInFlight) >= l.limit {
 			l.probe(latency) // saturated from the start
 		}
 		return
@@ -376,7 +377,7 @@ func (l *Little) learn(now time.Time, win, known stat) {
 	}
 	l.known.merge(known)
 	long := now.Sub(l.knownFrom) >= 16*time.Duration(l.noLoad)
-	if l.known.firm(littleEvidence, littleWindowMax) || long && l.known.n >= littleFew {
+	if l.known.firm(littleEvidence, littleWindowMax) || long && l.known.n >= littleEvidence/2 {
 		m := l.known.mean()
 		if m-2*l.known.se() > l.noLoad*(1+l.headroom) {
 			l.noLoad = m // slower where nothing queued: the service slowed
