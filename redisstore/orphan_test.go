@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,4 +116,61 @@ func TestConcurrencyOrphansCapped(t *testing.T) {
 	if n := len(l.orphans); n != maxOrphans {
 		t.Fatalf("%d orphans, cap %d", n, maxOrphans)
 	}
+}
+
+// A call that times out while queued for the pipeline is never sent, so
+// it leaves no orphan; and every lease in Redis is then held or orphaned,
+// none leaks for a TTL unaccounted. One flusher with room for one call:
+// with Redis paused, the first call goes out and the rest time out queued.
+func TestConcurrencyUnsentCallsNeverSent(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond, BreakerThreshold: 1000, Pipelines: 1, MaxBatch: 1}, false)
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.direct.Store(true) // every call through the one flusher, in order
+	const key = "unsent"
+	l := newConcurrency(t, s, ConcurrencyConfig{Key: key, Limit: 1000, TTL: time.Hour, Failure: FailClosed})
+	if err := rs.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			if _, err := l.TryAcquire(); err == nil {
+				t.Error("admitted with Redis paused and FailClosed")
+			}
+		})
+	}
+	wg.Wait()
+	if err := rs.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// This call goes through the flusher after every earlier one was sent
+	// and answered, or skipped.
+	var p sluice.Permit
+	for i := 0; ; i++ {
+		if p, err = l.TryAcquire(); err == nil {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("Redis does not answer after resume: %v", err)
+		}
+	}
+	defer p.Release(sluice.Success, 0)
+	l.mu.Lock()
+	orphans := len(l.orphans)
+	l.mu.Unlock()
+	n := leases(t, s, key)
+	if orphans == 0 || orphans >= 40 {
+		t.Fatalf("%d orphans of 40 failed acquires: want the sent ones only, at least one", orphans)
+	}
+	if n-1 > int64(orphans) {
+		t.Fatalf("%d leases in Redis besides the held one, %d orphaned: a call given up was sent", n-1, orphans)
+	}
+	t.Logf("40 acquires with Redis paused: %d orphaned, %d leases besides the held one", orphans, n-1)
 }
