@@ -72,13 +72,16 @@ type LittleConfig struct {
 //
 //   - the first estimate is the mean of a window of at least 256
 //     successes with a standard error within 5% (or 512), that lasted four
-//     mean latencies. If the limit held the traffic back during it, it may
-//     carry a queue the initial limit let in: the limit halves, and goes
-//     on halving while the latency falls with it;
+//     mean latencies. If the limit held the traffic back during it (its
+//     mean in flight was 0.9 of the limit, or 0.8 with the limit reached),
+//     it may carry a queue the initial limit let in: the limit halves, and
+//     goes on halving while the latency falls with it;
 //   - knownAt is a concurrency at which latency is known to be noLoad; it
 //     starts at the first window's, and rises by an eighth when firm
 //     evidence from just above it is within Headroom/2 of noLoad, never
-//     past limit / (1 + Headroom);
+//     past limit / (1 + Headroom). A cut of more than Headroom caps it at
+//     twice the concurrency the queue shows (in flight / (1 + q)): if
+//     half the workers went, what starts at knownAt/2 in flight queues;
 //   - successes that started with at most knownAt/2 in flight cannot have
 //     queued (unless half the workers went): their pooled mean moves noLoad
 //     half way to it, or all the way when it is beyond (1 + Headroom) ×
@@ -130,6 +133,7 @@ type Little struct {
 	// checkCut); cutSkip passes over the window that still holds requests
 	// admitted before the cut.
 	cutFrom, cutLat float64
+	cutKnownAt      float64 // knownAt before the cut
 	cutSkip         bool
 	// ceiling is the limit Dropped samples last cut, 0 once the limit
 	// grew past it.
@@ -246,7 +250,7 @@ func (l *Little) close(now time.Time) {
 	if l.noLoad == 0 {
 		l.noLoad, l.last = latency, latency
 		l.knownAt = min(inFlight, l.limit/(1+l.headroom))
-		if inFlight >= 0.9*l.limit {
+		if inFlight >= 0.9*l.limit || inFlight >= 0.8*l.limit && float64(w.maxInFlight) >= l.limit {
 			l.probe(latency) // saturated from the start
 		}
 		return
@@ -286,6 +290,12 @@ func (l *Little) close(now time.Time) {
 	switch {
 	case f < 1/(1+l.headroom) && l.cutFrom == 0:
 		l.cutFrom, l.cutLat, l.cutSkip = inFlight, latency, true
+		// A queue this long says the service runs at most inFlight/(1+q)
+		// at once (its throughput × noLoad): below knownAt/2 if half the
+		// workers went, and then what starts at knownAt/2 in flight may
+		// queue. checkCut puts it back if the service only slowed.
+		l.cutKnownAt = l.knownAt
+		l.knownAt = min(l.knownAt, 2*inFlight/(1+q))
 	case f > 1 && l.ceiling > 0 && l.limit*f > l.ceiling-1:
 		// Near the limit that last lost requests, grow by an eighth of a
 		// request per window: a small service (a few workers, a deadline
@@ -315,10 +325,12 @@ func (l *Little) checkCut(win stat, inFlight float64) {
 	latency, low := win.mean(), win.mean()-2*win.se()
 	if low > lat*inFlight/from*(1+l.headroom) && low > l.noLoad*(1+l.headroom) {
 		l.noLoad, l.last = latency, latency
-		// knownAt stays: the workers did not change, only their speed,
-		// and what starts at knownAt/2 in flight or fewer goes on telling
-		// noLoad (one window's mean may be off: this one started with
-		// the in flight falling, which finishes the short requests first).
+		// knownAt is back where it was: the workers did not change, only
+		// their speed, and what starts at knownAt/2 in flight or fewer
+		// goes on telling noLoad (one window's mean may be off: this one
+		// started with the in flight falling, which finishes the short
+		// requests first).
+		l.knownAt = max(l.knownAt, l.cutKnownAt)
 		l.known, l.above = stat{}, stat{}
 		// The cuts were made against the old noLoad: the limit goes back
 		// to the service's concurrency the window before them shows with
@@ -365,7 +377,7 @@ func (l *Little) learn(now time.Time, win, known stat) {
 	}
 	l.known.merge(known)
 	long := now.Sub(l.knownFrom) >= 16*time.Duration(l.noLoad)
-	if l.known.firm(littleEvidence, littleWindowMax) || long && l.known.n >= littleFew {
+	if l.known.firm(littleEvidence, littleWindowMax) || long && l.known.n >= littleEvidence/2 {
 		m := l.known.mean()
 		if m-2*l.known.se() > l.noLoad*(1+l.headroom) {
 			l.noLoad = m // slower where nothing queued: the service slowed

@@ -23,7 +23,8 @@ type littleWindow struct {
 // closes with littleFew after 16 mean latencies, or with littleFew/2 after
 // 2 if their mean is within 2% and the last window of littleFew or more
 // had a standard deviation within 5% of its mean (a constant service). No-load evidence is firm by the same rule
-// from littleEvidence, or with littleFew over 16 no-load latencies.
+// from littleEvidence, or with half as many over 16 no-load latencies
+// (fewer, from a tail-heavy service, move noLoad by their noise).
 const (
 	littleWindowMin = 64
 	littleWindowMax = 512

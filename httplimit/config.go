@@ -34,7 +34,8 @@ type Config struct {
 	// The middleware calls Acquire with the request's context, its
 	// deadline brought to MaxWait if that is sooner; a limiter's own wait
 	// bound (a queue's MaxWait, a bucket's MaxWait) may cut the wait
-	// shorter.
+	// shorter. A limiter may derive contexts from it (context.WithTimeout):
+	// it stays valid after Acquire returns.
 	Limiter sluice.Limiter
 
 	// PerKey holds a limiter per key. nil: no per-key limit. Keys are

@@ -19,24 +19,20 @@
 //
 // # Waiting
 //
-// By default (NoWait false) a request may wait to be admitted, boundedly:
-// the limiters see a deadline MaxWait (1s) away, so a token bucket refuses
-// at once a request whose token would come later; at most
-// MaxWaitingPerKey (8) requests of one key and MaxWaiting (1024) in all
-// wait at once, and one more is refused at once. A refused request gets
-// 429 (its key is over its share) or 503 (the server is at capacity) with
-// Retry-After. NoWait never waits: admitted or refused at once.
+// By default a request may wait to be admitted, boundedly: the limiters see
+// a deadline MaxWait (1s) away; at most MaxWaitingPerKey (8) requests of
+// one key and MaxWaiting (1024) in all wait at once, and one more is
+// refused at once. NoWait never waits: admitted or refused at once.
 //
 // # Keys
 //
 // The default key is the client IP: the TCP peer's address. Forwarding
-// headers are client input and are never read unless ClientIP.TrustedProxies
-// lists the peer; then the middleware reads X-Forwarded-For (or Forwarded)
-// from the right, skips trusted hops and takes the first untrusted address,
-// the one your own proxy saw. IPv6 keys may be masked to a prefix (/64).
-// HeaderKey, PathKey, PatternKey and MethodKey cover API keys and routes; any
-// func is a KeyFunc. A request with no usable key is counted against
-// FallbackKey, not let through.
+// headers are client input and are read only when ClientIP.TrustedProxies
+// lists the peer; then the key is the first untrusted address from the
+// right of X-Forwarded-For (or Forwarded). IPv6 keys may be masked to a
+// prefix (/64). HeaderKey, PathKey, PatternKey and MethodKey cover API keys
+// and routes; any func is a KeyFunc. A request with no usable key is counted
+// against FallbackKey, not let through.
 //
 // # Responses
 //
@@ -46,17 +42,18 @@
 // Retry-After carries the limiter's hint rounded up to whole seconds. With
 // a RatePolicy, every response carries RateLimit-Policy and a 429 carries
 // RateLimit with r=0 (draft-ietf-httpapi-ratelimit-headers); with its
-// Remaining (BucketRemaining for token buckets, or a *keyed.Buckets'
-// Remaining method), admitted responses carry
-// RateLimit with the quota left. OnReject replaces the body; DryRun counts
-// would-be rejections and admits everything, holding whatever permits it
-// was granted so that concurrency limits still see the load.
+// Remaining (BucketRemaining, or a *keyed.Buckets' Remaining method),
+// admitted responses carry RateLimit with the quota left. OnReject replaces
+// the body; DryRun counts would-be rejections and admits everything.
 //
 // # Outcomes
 //
-// Permits are released in a defer, so a panicking handler (or hook) gives
-// them back.
-// The outcome teaches adaptive limits: a 5xx or a request whose deadline
-// passed is Dropped (overload), a client that left or a hijacked connection
-// is Ignore, anything else is Success with the handler's latency.
+// Permits are released in a defer, even when the handler panics. A 5xx or a
+// request whose deadline passed is Dropped (overload), a client that left or
+// a hijacked connection is Ignore, anything else is Success with the
+// handler's latency: what adaptive limits learn from.
+//
+// Why the limiters are asked in this order, why waits are bounded, how the
+// wait context is made, and dry run's details are in docs/design.md,
+// section httplimit.
 package httplimit

@@ -24,6 +24,7 @@ type Handler struct {
 	outcome  func(*http.Request, int) sluice.Outcome
 	dryRun   bool
 	noWait   bool // TryAcquire only: NoWait or DryRun
+	poolWait bool // the limiters are the library's: wait contexts may be pooled
 	waiters  waiters
 
 	policyField []string // RateLimit-Policy value, len == cap so appends copy
@@ -57,6 +58,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		outcome:  cfg.Outcome,
 		dryRun:   cfg.DryRun,
 		noWait:   cfg.NoWait || cfg.DryRun,
+		poolWait: ownLimiter(cfg.Limiter) && ownLimiter(cfg.PerKey),
 	}
 	var err error
 	if err = h.waiters.init(&cfg); err != nil {
@@ -122,7 +124,7 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 			return key, kp, gp, err
 		}
 		defer h.waiters.leave(slot)
-		wc := newWaitCtx(ctx, h.waiters.maxWait)
+		wc := newWaitCtx(ctx, h.waiters.maxWait, h.poolWait)
 		defer wc.free()
 		ctx = wc
 	}

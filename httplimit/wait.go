@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/keyed"
+	"github.com/sluicehq/sluice/rate"
 )
 
 // The defaults that bound a request's wait for admission (NoWait false). A
@@ -106,16 +109,21 @@ func timedOut(req, wait context.Context, err error) error {
 // waitCtx is the context the limiters wait with: the request's, with a
 // deadline MaxWait away. It makes the timer behind that deadline only when
 // a limiter blocks on Done: a request admitted at once (the common case)
-// costs no allocation and no timer. Its Err reads the clock, so a limiter
-// that checks Err without blocking sees the deadline on time.
+// costs no timer. Its Err reads the clock, so a limiter that checks Err
+// without blocking sees the deadline on time.
 //
-// waitCtxs are pooled: the limiters must not keep the context after
-// Acquire returns, which the sluice.Limiter contract implies (a permit, not
-// a context, is what outlives Acquire).
+// A waitCtx is pooled only when every limiter it is handed to is one of
+// the library's own (see ownLimiter), which keep no context past Acquire.
+// Any other limiter gets a fresh one that stays valid after the request:
+// a limiter may derive a context from it (context.WithTimeout), and Go
+// then watches it with a goroutine that calls Done after Acquire has
+// returned. A pooled one would by then be nil (a panic that kills the
+// process) or another request's.
 type waitCtx struct {
 	context.Context // the request's
 	deadline        time.Time
 	inner           atomic.Pointer[timed]
+	pooled          bool
 }
 
 // timed is a waitCtx's real context, made on the first Done.
@@ -124,21 +132,53 @@ type timed struct {
 	cancel context.CancelFunc
 }
 
+// over is the inner context of a freed, unpooled waitCtx: the wait is
+// over, so a Done after the request returns a closed channel.
+var over = func() *timed {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return &timed{ctx, cancel}
+}()
+
 var waitCtxs = sync.Pool{New: func() any { return new(waitCtx) }}
 
-func newWaitCtx(parent context.Context, maxWait time.Duration) *waitCtx {
-	c := waitCtxs.Get().(*waitCtx)
-	c.Context, c.deadline = parent, time.Now().Add(maxWait)
+func newWaitCtx(parent context.Context, maxWait time.Duration, pooled bool) *waitCtx {
+	var c *waitCtx
+	if pooled {
+		c = waitCtxs.Get().(*waitCtx)
+	} else {
+		c = new(waitCtx)
+	}
+	c.Context, c.deadline, c.pooled = parent, time.Now().Add(maxWait), pooled
 	return c
 }
 
-// free stops the timer, if one was made, and pools c.
+// free stops the timer, if one was made, and pools c if it may be.
 func (c *waitCtx) free() {
+	if !c.pooled {
+		if t := c.inner.Swap(over); t != nil {
+			t.cancel()
+		}
+		return
+	}
 	if t := c.inner.Swap(nil); t != nil {
 		t.cancel()
 	}
 	c.Context = nil
 	waitCtxs.Put(c)
+}
+
+// ownLimiter reports whether l is nil or one of the library's limiters,
+// whose Acquire only reads the context (Done, Err, Deadline) while it
+// runs. Compositions are not: they hand the context to limiters of any
+// kind.
+func ownLimiter(l any) bool {
+	switch l.(type) {
+	case nil, *rate.Bucket, *concurrency.Limiter, *keyed.Buckets,
+		*keyed.Map[*rate.Bucket], *keyed.Map[*concurrency.Limiter]:
+		return true
+	}
+	return false
 }
 
 func (c *waitCtx) Deadline() (time.Time, bool) {

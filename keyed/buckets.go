@@ -46,7 +46,8 @@ type BucketsConfig struct {
 //
 // Every key has the same rate and burst, so a key is only its bucket's
 // state word (the time its bucket was empty, kept as a rate.Bucket keeps
-// it), beside the key's hash (see the package doc for the bytes per key).
+// it), beside the key's hash (docs/design.md, section keyed, has the bytes
+// per key).
 // The words of a shard count time, in fixed point, from the shard's base,
 // which moves as a rate.Bucket's does when a time is too far from it: one
 // pass over the shard's keys (at most 4,096 for MaxKeys up to 4 million)

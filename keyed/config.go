@@ -42,7 +42,8 @@ type Config[L sluice.Limiter] struct {
 	New func(key string) (L, error)
 
 	// MaxKeys is the hard cap on live keys; the memory a Map holds is
-	// bounded by MaxKeys times the bytes per key (see the package doc).
+	// bounded by MaxKeys times the bytes per key (see the package doc;
+	// measurements in docs/design.md).
 	// Default 65,536.
 	MaxKeys int
 

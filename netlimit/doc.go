@@ -12,46 +12,30 @@
 //		go serve(c) // c.Close() gives the slot back; serve sets a read deadline
 //	}
 //
+// Call Accept in a loop and serve each connection in its own goroutine, as
+// net/http does: one goroutine takes connections from the kernel and hands
+// over those admitted at once, so a server slow to call Accept holds it back.
+//
 // # What happens to a connection
 //
-// One goroutine takes connections from the inner listener as fast as the
-// kernel hands them over, so the decisions are the Listener's, not the
-// kernel's backlog's. Two things hold it back: an accept rate (step 1), and
-// a server slow to call Accept, since a connection admitted at once is
-// handed over by that goroutine (call Accept in a loop and serve each
-// connection in its own goroutine, as net/http does):
-//
 //  1. AcceptRate, if set, is a token bucket on connections taken from the
-//     kernel. By default the loop waits for a token before deciding on the
-//     connection, so the excess waits in the kernel's backlog (seed 004's
-//     token bucket: 1000 connections/s offered, the bucket's rate served);
-//     with RejectOverRate it answers the excess with Reject instead.
+//     kernel. By default the excess waits in the kernel's backlog; with
+//     RejectOverRate it is answered with Reject instead.
 //  2. Limiter, if set, decides whether the connection is served now. A free
-//     permit hands the connection to Accept at once. Otherwise the
-//     connection waits in the limiter's own queue (its Acquire), so the
-//     queue's length, order and wait bound are the limiter's: a
-//     concurrency.Limiter's MaxQueue, its FIFO, LIFO or CoDel discipline
-//     and its MaxWait all apply to connections. MaxPending caps the
-//     connections waiting at once whatever the limiter.
-//  3. A rejected connection is written Reject (by default a bare HTTP 429)
-//     and closed, by a small fixed pool of goroutines with a deadline on
-//     each answer, so a slow client never stalls the accept loop. The
-//     rejecter first reads the client's request (an HTTP client takes an
-//     answer that comes before its request for a broken connection; see
-//     Config.ServerSpeaksFirst for protocols that want it at once), and
-//     after answering waits for the client to hang up so that the answer
-//     is not destroyed by a reset. When
-//     the pool is busy the connection is closed with no answer at all
-//     (counted by Unanswered). Nothing grows one goroutine per rejection.
-//
-// A rejected connection is answered or closed within RejectTimeout of its
-// accept, however long it waited for a rejecter: a late answer is no
-// answer. The defaults (32 rejecters, a queue of 1024, 1s) answer a burst
-// of 500 rejected connections on loopback with a 429 each.
+//     permit hands it to Accept at once; otherwise it waits in the
+//     limiter's own queue, under that limiter's MaxQueue, discipline and
+//     MaxWait. MaxPending (default 1024) caps the connections waiting at
+//     once whatever the limiter.
+//  3. A rejected connection is written Reject (default a bare HTTP 429) and
+//     closed by a small fixed pool of goroutines (Rejecters, default 32,
+//     with a RejectQueue of 1024), within RejectTimeout (default 1s) of its
+//     accept. The rejecter reads the client's request first (see
+//     ServerSpeaksFirst for protocols that want the answer at once). When
+//     the pool is busy the connection is closed with no answer, counted by
+//     Unanswered.
 //
 // The permit of an accepted connection is released, exactly once, when the
-// returned connection is first closed, with sluice.Ignore: how long a
-// connection stays open says nothing about the server's capacity.
+// returned connection is first closed, with sluice.Ignore.
 //
 // # The server must close silent connections
 //
@@ -65,11 +49,11 @@
 //
 // Other servers need the same: a read deadline on each connection.
 //
-// Stats reports the Listener's own counts in the shape of sluice.Stats
-// (connections handed out as Admitted, rejections by reason, open
-// connections as InFlight, waiting connections as Queued), so
-// promsluice.NewCollector exports it like any limiter.
+// Stats reports the Listener's own counts in the shape of sluice.Stats, so
+// promsluice.NewCollector exports it like any limiter. Close stops the
+// accept loop, closes every connection not yet handed out and waits for
+// every goroutine the Listener started.
 //
-// Close stops the accept loop, closes every connection that was not yet
-// handed out and waits for every goroutine the Listener started.
+// Why the loop, the rejecters and Ignore work as they do, with the
+// measurements behind the defaults, is in docs/design.md, section netlimit.
 package netlimit

@@ -20,8 +20,8 @@ const Inf = math.MaxFloat64
 
 // Bucket is a token bucket. It is safe for concurrent use; the admission
 // path takes no lock and does not allocate, except once when a contended
-// bucket splits into stripes (see the package doc) and when a request for
-// several tokens joins them back.
+// bucket splits into stripes (see docs/design.md, section rate) and when a
+// request for several tokens joins them back.
 //
 // The zero Bucket admits nothing (rate 0, burst 0) until a setter changes it.
 type Bucket struct {

@@ -3,8 +3,8 @@
 // in-process.
 //
 // Exit codes: 0 success, 1 a run that failed, 2 bad usage or bad input (an
-// unknown subcommand or flag, an invalid scenario file). On exit code 2
-// nothing ran.
+// unknown subcommand or flag, a scenario file that cannot be opened or
+// parsed). On exit code 2 nothing ran.
 //
 // To add a subcommand, write its run function in a file of its own and add
 // one line to commands.

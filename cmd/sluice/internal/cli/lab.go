@@ -48,6 +48,11 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 		exps = lab.InRoot(lab.Tour(), root)
 	} else {
 		for _, f := range files {
+			// lab.Plan reads the files; the names that are not files are
+			// worded as every command words them.
+			if err := checkScenarioPath(f); err != nil {
+				return badScenario(e, "lab", err)
+			}
 			exps = append(exps, lab.FromFile(f))
 		}
 	}

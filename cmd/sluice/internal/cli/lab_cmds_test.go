@@ -152,7 +152,8 @@ func TestLoadSeries(t *testing.T) {
 }
 
 func TestOriginBadInput(t *testing.T) {
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	dir := t.TempDir()
+	bad, missing := filepath.Join(dir, "bad.yaml"), filepath.Join(dir, "missing.yaml")
 	if err := os.WriteFile(bad, []byte("duration: 1m\norigin:\n  workers: 2\n  service: {kind: gamma, mean: 1s}\nload: {rate: 1}\npolicies: [{kind: none}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +173,10 @@ func TestOriginBadInput(t *testing.T) {
 		{[]string{"-workers", "2", "-work", "1s", "-change", "60s:work=2s", "-change", "30s:workers=3"}, "origin.changes[1].at"},
 		{[]string{"-work", "1s", "a.yaml", "b.yaml"}, "at most one scenario file"},
 		{[]string{bad}, bad + ":4: origin.service.kind"},
+		// A file that cannot be opened is bad input too, as for sim.
+		{[]string{missing}, missing + ": no such file"},
+		{[]string{"--", dir}, dir + " is a directory, not a scenario file"},
+		{[]string{"--", "-"}, "not from standard input"},
 	} {
 		code, _, errs := run(append([]string{"origin"}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errs, tc.want) {
@@ -194,7 +199,8 @@ func TestOriginPortInUse(t *testing.T) {
 }
 
 func TestLoadBadInput(t *testing.T) {
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	dir := t.TempDir()
+	bad, missing := filepath.Join(dir, "bad.yaml"), filepath.Join(dir, "missing.yaml")
 	if err := os.WriteFile(bad, []byte("duration: 1m\norigin: {workers: 1, service: {kind: constant, mean: 1s}}\nload:\n  rate: -4\npolicies: [{kind: none}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +222,8 @@ func TestLoadBadInput(t *testing.T) {
 		{[]string{"-rate", "10", "-duration", "1s", "-H", "nocolon", u}, "want 'Name: value'"},
 		{[]string{"-rate", "10", "-duration", "1s", "-timescale", "0", u}, "-timescale: must be > 0"},
 		{[]string{"-scenario", bad, u}, bad + ":4: load.rate"},
+		{[]string{"-scenario", missing, u}, missing + ": no such file"},
+		{[]string{"-scenario", dir, u}, dir + " is a directory, not a scenario file"},
 	} {
 		code, _, errs := run(append([]string{"load"}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errs, tc.want) {

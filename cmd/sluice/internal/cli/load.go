@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
-	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -54,9 +53,9 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 
 	cfg := load.Config{URL: pos[0]}
 	if *file != "" {
-		f, err := scenario.Load(*file)
+		f, err := loadScenario(*file)
 		if err != nil {
-			return fileError(e, "load", err)
+			return badScenario(e, "load", err)
 		}
 		cfg.Load, cfg.Duration, cfg.Warmup, cfg.Seed = f.Load, f.Duration, f.Warmup, f.Seed
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
-	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -45,9 +44,9 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 
 	var cfg origin.Config
 	if len(pos) == 1 {
-		f, err := scenario.Load(pos[0])
+		f, err := loadScenario(pos[0])
 		if err != nil {
-			return fileError(e, "origin", err)
+			return badScenario(e, "origin", err)
 		}
 		cfg.Origin = f.Origin
 		cfg.Seed = f.Seed
@@ -113,7 +112,7 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice origin: %v\n", err)
 		return ExitFail
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := originHTTPServer(srv.Handler())
 	fmt.Fprintf(e.stdout, "sluice origin: serving on http://%s/ (%d workers, queue %s, %s service, capacity %.1f/s), metrics on /metrics\n",
 		ln.Addr(), cfg.Workers, queueString(cfg.Queue), cfg.Service.Kind, srv.Capacity())
 
@@ -143,6 +142,21 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	return ExitOK
 }
 
+// The origin's connection timeouts. A client that sends no complete
+// request header, or keeps a connection idle, must not hold a socket and a
+// goroutine for ever. There is no ReadTimeout or WriteTimeout: the model
+// holds a request as long as its queue and service times say (up to hours),
+// and its own Timeout answers 504 when one is set.
+const (
+	originReadHeaderTimeout = 10 * time.Second
+	originIdleTimeout       = 2 * time.Minute // longer than a load's gaps between requests
+)
+
+// originHTTPServer is the http.Server that serves h for sluice origin.
+func originHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: originReadHeaderTimeout, IdleTimeout: originIdleTimeout}
+}
+
 func queueString(q int) string {
 	if q == sim.Unbounded {
 		return "unbounded"
@@ -158,16 +172,6 @@ func listen(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("port %s is in use (listen %s): pick another with -addr", port, addr)
 	}
 	return ln, err
-}
-
-// fileError reports a scenario file error: exit 2 for its content, 1 for
-// reading it.
-func fileError(e env, cmd string, err error) int {
-	fmt.Fprintf(e.stderr, "sluice %s: %v\n", cmd, err)
-	if errors.Is(err, scenario.ErrInvalid) {
-		return ExitUsage
-	}
-	return ExitFail
 }
 
 // configError reports a bad configuration (a *sluice.ConfigError names the

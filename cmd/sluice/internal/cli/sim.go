@@ -46,10 +46,7 @@ func runSim(e env, fs *flag.FlagSet, args []string) int {
 	}
 	f, err := loadScenario(pos[0])
 	if err != nil {
-		// A file that cannot be read is bad input, like one that does
-		// not parse: exit 2 either way, and nothing ran.
-		fmt.Fprintf(e.stderr, "sluice sim: %s\n", escape(err.Error()))
-		return ExitUsage
+		return badScenario(e, "sim", err)
 	}
 	for _, o := range []struct {
 		flag string
@@ -121,19 +118,38 @@ func simulate(e env, f *scenario.File, asJSON bool, plotFile *os.File, format st
 	return ExitOK
 }
 
-// loadScenario loads the scenario file at path, with plain words for the
-// names that are not files.
+// loadScenario loads the scenario file at path (see checkScenarioPath).
+// Every command that reads a scenario file goes through it, so that they
+// word and exit alike: see badScenario.
 func loadScenario(path string) (*scenario.File, error) {
-	switch path {
-	case "":
-		return nil, errors.New("the scenario file name is empty")
-	case "-":
-		return nil, errors.New(`"-": a scenario is read from a file, not from standard input`)
-	}
-	if isDir(path) {
-		return nil, fmt.Errorf("%s is a directory, not a scenario file", path)
+	if err := checkScenarioPath(path); err != nil {
+		return nil, err
 	}
 	return scenario.Load(path)
+}
+
+// checkScenarioPath rejects, in plain words, the names that are not
+// scenario files, before anything tries to read them.
+func checkScenarioPath(path string) error {
+	switch path {
+	case "":
+		return errors.New("the scenario file name is empty")
+	case "-":
+		return errors.New(`"-": a scenario is read from a file, not from standard input`)
+	}
+	if isDir(path) {
+		return fmt.Errorf("%s is a directory, not a scenario file", path)
+	}
+	return nil
+}
+
+// badScenario reports a scenario file that could not be loaded and
+// returns ExitUsage: a file that cannot be opened is bad input, like one
+// that does not parse, and either way nothing ran. The error names the
+// file (and line and field when it is the content).
+func badScenario(e env, cmd string, err error) int {
+	fmt.Fprintf(e.stderr, "sluice %s: %s\n", cmd, escape(err.Error()))
+	return ExitUsage
 }
 
 // flagNames lists the flags among names that set holds, as "-a, -b".

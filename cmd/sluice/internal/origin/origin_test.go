@@ -273,3 +273,41 @@ func TestConfigErrors(t *testing.T) {
 }
 
 var _ http.Handler = (*Server)(nil)
+
+// TestQueueBoundedByWaiters: requests that leave the queue (the origin's
+// Timeout) while every worker stays busy must not pile up in it: each
+// arrival would otherwise add an entry that only a free worker removes.
+func TestQueueBoundedByWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const queue = 4
+		s, err := New(Config{Origin: sim.Origin{Workers: 1, Queue: queue, Timeout: time.Second,
+			Service: sim.Dist{Kind: sim.Constant, Mean: time.Hour}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() { call(s, time.Now()) }) // holds the worker for an hour
+		synctest.Wait()
+		for round := range 200 {
+			for range queue {
+				wg.Go(func() {
+					if code, reason, _ := call(s, time.Now()); code != 504 || reason != ReasonTimeout {
+						t.Errorf("round %d: %d %q, want 504 %s", round, code, reason, ReasonTimeout)
+					}
+				})
+			}
+			synctest.Wait()
+			time.Sleep(time.Second) // every one of them times out and leaves
+			synctest.Wait()
+			s.mu.Lock()
+			n, live := len(s.queue), s.live
+			s.mu.Unlock()
+			if live != 0 || n > 2*queue+64 {
+				t.Fatalf("round %d: %d entries in the queue for %d waiters", round, n, live)
+			}
+		}
+		s.Close()
+		wg.Wait()
+	})
+}

@@ -37,7 +37,7 @@ type Server struct {
 	svc     sampler
 	rng     *rand.Rand
 	busy    int
-	queue   []*waiter // FIFO; entries that left early are skipped (gone)
+	queue   []*waiter // FIFO; entries that left early are skipped (gone), and dropped in leave
 	live    int       // queue entries still waiting
 	changes []*time.Timer
 
@@ -226,6 +226,20 @@ func (s *Server) leave(w *waiter) bool {
 	}
 	w.gone = true
 	s.live--
+	// While every worker stays busy nothing pops the queue, and a
+	// request that times out would leave its entry behind: drop the
+	// entries that left once they outnumber those still waiting, so that
+	// the queue holds at most about twice its waiters (amortized O(1):
+	// at least live+64 leaves between two compactions).
+	if len(s.queue) > 2*s.live+64 {
+		q := make([]*waiter, 0, s.live)
+		for _, x := range s.queue {
+			if !x.gone {
+				q = append(q, x)
+			}
+		}
+		s.queue = q
+	}
 	return true
 }
 

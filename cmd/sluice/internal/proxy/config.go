@@ -18,6 +18,7 @@ type Config struct {
 	Listen       string         `yaml:"listen" json:"listen"`
 	DrainTimeout time.Duration  `yaml:"drain_timeout" json:"drain_timeout"`
 	Admin        AdminConfig    `yaml:"admin" json:"admin"`
+	Server       ServerConfig   `yaml:"server" json:"server"`
 	Log          LogConfig      `yaml:"log" json:"log"`
 	Reload       ReloadConfig   `yaml:"reload" json:"reload"`
 	ClientIP     ClientIPConfig `yaml:"client_ip" json:"client_ip"`
@@ -156,6 +157,7 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		Listen:       DefaultListen,
 		DrainTimeout: DefaultDrainTimeout,
 		Admin:        AdminConfig{Listen: DefaultAdminListen},
+		Server:       defaultServer,
 		Log:          LogConfig{Format: "text", Level: "info"},
 		Reload:       ReloadConfig{Poll: DefaultPoll},
 	}
@@ -193,6 +195,9 @@ func (c *Config) validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		return c.errAt("drain_timeout", "must be >= 0, got %v", c.DrainTimeout)
+	}
+	if err := c.validateServer(); err != nil {
+		return err
 	}
 	if c.Reload.Poll < 0 {
 		return c.errAt("reload.poll", "must be >= 0 (0: no polling), got %v", c.Reload.Poll)
@@ -359,6 +364,9 @@ func (c *Config) validatePolicy(p *Policy, at string, stores map[string]int) err
 		p.CapacityStatus = 503
 	} else if p.CapacityStatus < 400 || p.CapacityStatus > 599 {
 		return c.errAt(at+".capacity_status", "must be a 4xx or 5xx status, got %d", p.CapacityStatus)
+	}
+	if err := c.validateRate(p.Rate, at); err != nil {
+		return err
 	}
 	if err := c.validateShared(p, at, stores); err != nil {
 		return err

@@ -61,17 +61,13 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 	}
 	rt := &route{name: spec.Name, def: routeDefinition(spec, p, c.ClientIP), spec: spec, policy: p}
 	rt.tr = tr
+	fwd := newForwarding(c.ClientIP)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			prior := pr.In.Header["X-Forwarded-For"]
 			pr.SetURL(u)
 			pr.Out.Host = pr.In.Host // the upstream sees the name the client asked for
 			pr.SetXForwarded()
-			if len(prior) > 0 {
-				// Append to the chain, as the default Director does;
-				// httplimit decides whom to trust when reading it.
-				pr.Out.Header.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+pr.Out.Header.Get("X-Forwarded-For"))
-			}
+			fwd.rewrite(pr) // a client's chain only from a trusted proxy
 		},
 		Transport:     rt.tr,
 		BufferPool:    copyBuffers,

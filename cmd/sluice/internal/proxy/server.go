@@ -153,6 +153,7 @@ type Server struct {
 	size      int64
 
 	srv, admin *http.Server
+	maxConns   int // server.max_connections at New: Serve's listener's cap
 	draining   atomic.Bool
 	transports transports
 }
@@ -168,6 +169,7 @@ func New(path string, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = NewLogger(os.Stderr, cfg.Log)
 	}
+	setRedisLog(log)
 	s := &Server{path: path, log: log, loaded: time.Now()}
 	if statErr == nil {
 		s.modTime, s.size = fi.ModTime(), fi.Size()
@@ -183,8 +185,15 @@ func New(path string, log *slog.Logger) (*Server, error) {
 	}
 	s.cur.Store(st)
 	s.metrics.reloaded(true)
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.maxConns = cfg.Server.MaxConnections
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		ReadTimeout:       cfg.Server.ReadTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: DefaultIdleTimeout}
 	return s, nil
 }
 
@@ -237,8 +246,8 @@ func (s *Server) reloadLocked() error {
 	if err != nil {
 		return err
 	}
-	if cfg.Listen != old.cfg.Listen || cfg.Admin.Listen != old.cfg.Admin.Listen || cfg.Log != old.cfg.Log {
-		s.log.Warn("listen, admin.listen and log take effect at the next start, not at a reload")
+	if cfg.Listen != old.cfg.Listen || cfg.Admin.Listen != old.cfg.Admin.Listen || cfg.Log != old.cfg.Log || cfg.Server != old.cfg.Server {
+		s.log.Warn("listen, admin.listen, server and log take effect at the next start, not at a reload")
 	}
 	s.cur.Store(st)
 	s.retire(old, st)
@@ -319,6 +328,13 @@ func (s *Server) Watch(ctx context.Context) {
 // Serve serves proxied requests on ln and the admin API on adminLn until
 // Shutdown; it returns nil after a Shutdown.
 func (s *Server) Serve(ln, adminLn net.Listener) error {
+	limited, err := limitConns(ln, s.maxConns)
+	if err != nil { // validate checked the limit
+		ln.Close()
+		adminLn.Close()
+		return err
+	}
+	ln = limited
 	errc := make(chan error, 2)
 	go func() { errc <- s.admin.Serve(adminLn) }()
 	go func() { errc <- s.srv.Serve(ln) }()

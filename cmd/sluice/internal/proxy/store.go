@@ -1,13 +1,16 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -203,3 +206,15 @@ func (sm *storeMetrics) collectLimiter(ch chan<- prometheus.Metric, st *store, l
 
 // storeName is how logs and errors name a store: its name and redacted URL.
 func (st *store) String() string { return fmt.Sprintf("%s (%s)", st.name, redactURL(st.spec.URL)) }
+
+// redisLog sends go-redis's own log lines (a failed dial while Redis is
+// down, say) to the proxy's log, at warn, in its format, instead of
+// go-redis's default logger on stderr. go-redis has one logger per
+// process: the last Server made sets it.
+type redisLog struct{ log *slog.Logger }
+
+func (r redisLog) Printf(_ context.Context, format string, v ...any) {
+	r.log.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)), "log", "redis")
+}
+
+func setRedisLog(log *slog.Logger) { redis.SetLogger(redisLog{log}) }

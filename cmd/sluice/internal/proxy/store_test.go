@@ -91,6 +91,11 @@ func TestStoreTwoProxiesShareOneQuota(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("bob, a new key: %d, want 200", resp.StatusCode)
 	}
+	// The key docs/proxy.md names, with a TTL (idle keys vanish).
+	rc := a.s.cur.Load().store("shared").s.Client()
+	if ttl, err := rc.PTTL(t.Context(), "sluice:proxy:quota:{alice}").Result(); err != nil || ttl <= 0 {
+		t.Errorf("key sluice:proxy:quota:{alice}: TTL %v, %v", ttl, err)
+	}
 	// Each proxy counted what it decided, and both reached Redis.
 	if a.s.cur.Load().policies["quota"].sharedRate.Stats().Admitted+b.s.cur.Load().policies["quota"].sharedRate.Stats().Admitted != 11 {
 		t.Errorf("the proxies' admitted counts do not add up to 11")

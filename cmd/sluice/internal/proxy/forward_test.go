@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// headersEcho answers with the forwarding headers the upstream received.
+func headersEcho(w http.ResponseWriter, r *http.Request) {
+	fmt.Fprintf(w, "xff=%q fwd=%q", r.Header.Get("X-Forwarded-For"), r.Header.Get("Forwarded"))
+}
+
+// A forged forwarding chain reaches the upstream only from a trusted
+// proxy; from anyone else it is replaced by the peer's address.
+func TestForwardingChainOnlyFromTrustedPeers(t *testing.T) {
+	up := upstream(t, headersEcho)
+	for _, tc := range []struct {
+		name, clientIP string
+		want           string
+	}{
+		{"xff untrusted", `{}`, `xff="127.0.0.1" fwd=""`},
+		{"xff trusted", `{trusted_proxies: [127.0.0.1/32]}`, `xff="6.6.6.6, 127.0.0.1" fwd=""`},
+		{"xff other trusted", `{trusted_proxies: [10.0.0.0/8]}`, `xff="127.0.0.1" fwd=""`},
+		{"forwarded untrusted", `{header: Forwarded}`, `xff="127.0.0.1" fwd="for=127.0.0.1;proto=http"`},
+		{"forwarded trusted", `{header: Forwarded, trusted_proxies: [127.0.0.0/8]}`,
+			`xff="6.6.6.6, 127.0.0.1" fwd="for=6.6.6.6, for=127.0.0.1;proto=http"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t, "client_ip: "+tc.clientIP+"\nroutes:\n  - name: api\n    upstream: UPSTREAM\n", up)
+			req := newReq(t, "GET", p.url+"/")
+			req.Header.Set("X-Forwarded-For", "6.6.6.6")
+			req.Header.Set("Forwarded", "for=6.6.6.6")
+			resp, body := get(t, client(t), req)
+			if resp.StatusCode != 200 || body != tc.want {
+				t.Errorf("upstream saw %d %s, want %s", resp.StatusCode, body, tc.want)
+			}
+		})
+	}
+}
+
+// Two sluice proxies in a row, the second trusting the first: the
+// upstream sees the first's peer as the client, never the client's
+// forgery, and the second keeps the first's Forwarded chain.
+func TestForwardedChainThroughTwoProxies(t *testing.T) {
+	up := upstream(t, headersEcho)
+	inner := start(t, `
+client_ip: {header: Forwarded, trusted_proxies: [127.0.0.1]}
+routes:
+  - name: api
+    upstream: UPSTREAM
+`, up)
+	outer := start(t, `
+client_ip: {header: Forwarded}
+routes:
+  - name: api
+    upstream: UPSTREAM
+`, inner.url)
+	req := newReq(t, "GET", outer.url+"/")
+	req.Header.Set("Forwarded", "for=6.6.6.6")
+	req.Header.Set("X-Forwarded-For", "6.6.6.6")
+	_, body := get(t, client(t), req)
+	want := `xff="127.0.0.1, 127.0.0.1" fwd="for=127.0.0.1;proto=http, for=127.0.0.1;proto=http"`
+	if body != want || strings.Contains(body, "6.6.6.6") {
+		t.Errorf("upstream saw %s, want %s", body, want)
+	}
+}
