@@ -40,11 +40,16 @@ func (e *Rejection) Unwrap() error { return e.Err }
 // the per-key limiter, and a rate limit's rejection by the global one
 // (errors.Is(err, sluice.ErrQuota), whatever its reason: a token bucket
 // whose wait would pass the deadline too; or ReasonRate, ReasonTooLarge,
-// ReasonThrottled from limiters that do not set RejectError.Quota). 503 Service Unavailable says the
-// server is at capacity: the global limiter's other rejections (concurrency
-// limit, queue full, queue wait, deadline, shed), and a wait
-// that ended with the request's context.
+// ReasonThrottled from limiters that do not set RejectError.Quota).
+// 503 Service Unavailable says the server is at capacity: the global
+// limiter's other rejections (concurrency limit, queue full, queue wait,
+// deadline, shed), a wait that ended with the request's context, and a
+// shared store that did not answer (ReasonStore), whichever limiter said
+// so: the client did nothing wrong.
 func Status(err error) int {
+	if sluice.ReasonOf(err) == sluice.ReasonStore {
+		return http.StatusServiceUnavailable
+	}
 	var rj *Rejection
 	if errors.As(err, &rj) && rj.PerKey && errors.Is(err, sluice.ErrRejected) {
 		return http.StatusTooManyRequests

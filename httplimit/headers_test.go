@@ -30,10 +30,13 @@ func TestStatusByReason(t *testing.T) {
 		{sluice.ReasonDeadline, false, 503},
 		{sluice.ReasonShed, false, 503},
 		{sluice.ReasonUnknown, false, 503},
-		// The per-key limit is the client's own share: always 429.
+		{sluice.ReasonStore, false, 503},
+		// The per-key limit is the client's own share: 429, unless its
+		// shared store did not answer (the client did nothing wrong).
 		{sluice.ReasonRate, true, 429},
 		{sluice.ReasonLimit, true, 429},
 		{sluice.ReasonQueueTimeout, true, 429},
+		{sluice.ReasonStore, true, 503},
 	}
 	for _, tt := range tests {
 		name := tt.reason.String() + "/perkey=" + strconv.FormatBool(tt.perKey)

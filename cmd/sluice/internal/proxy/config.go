@@ -365,6 +365,9 @@ func (c *Config) validatePolicy(p *Policy, at string, stores map[string]int) err
 	} else if p.CapacityStatus < 400 || p.CapacityStatus > 599 {
 		return c.errAt(at+".capacity_status", "must be a 4xx or 5xx status, got %d", p.CapacityStatus)
 	}
+	if err := c.validateRate(p.Rate, at); err != nil {
+		return err
+	}
 	if err := c.validateShared(p, at, stores); err != nil {
 		return err
 	}

@@ -20,6 +20,37 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
+// maxWindow bounds burst/rate, the time an empty bucket takes to fill: the
+// window of the RateLimit-Policy header, a time.Duration, which overflows
+// past 292 years (burst 1e9 at rate 1e-9 gave a negative window). A bucket
+// that in effect only drains (a total budget: rate 0.001, burst 1e6, 32
+// years) is a use, so the bound is the type's with a margin, not a month.
+const maxWindow = 100 * 365 * 24 * time.Hour
+
+// validateRate checks a policy's token bucket; at is the policy's path.
+func (c *Config) validateRate(r *RateSpec, at string) error {
+	if r == nil {
+		return nil
+	}
+	if !(r.Rate > 0) || math.IsInf(r.Rate, 0) { // NaN too
+		return c.errAt(at+".rate.rate", "must be > 0 requests per second and finite, got %v", r.Rate)
+	}
+	if r.Burst < 1 {
+		return c.errAt(at+".rate.burst", "must be >= 1, got %d", r.Burst)
+	}
+	if secs := float64(r.Burst) / r.Rate; secs > maxWindow.Seconds() {
+		return c.errAt(at+".rate", "burst %d at rate %v/s takes %.4g years to fill; burst/rate must be at most 100 years: raise rate or lower burst",
+			r.Burst, r.Rate, secs/(365*86400))
+	}
+	return nil
+}
+
+// window is the time an empty bucket takes to fill, in whole seconds;
+// validateRate bounded it.
+func (r *RateSpec) window() time.Duration {
+	return time.Duration(math.Ceil(float64(r.Burst)/r.Rate)) * time.Second
+}
+
 // RecommendedAlgorithm is what "algorithm" means when the file leaves it
 // out: the adaptive package's recommended algorithm (adaptive.Little).
 const RecommendedAlgorithm = "little"
@@ -101,13 +132,7 @@ func (c *Config) buildPolicy(p Policy, at string, st *store) (*policy, error) {
 	}
 	var globals []sluice.Limiter
 	if r := p.Rate; r != nil {
-		rc := rate.Config{Rate: r.Rate, Burst: r.Burst, MaxWait: r.MaxWait}
-		if r.Rate <= 0 || math.IsInf(r.Rate, 0) {
-			return nil, c.errAt(at+".rate.rate", "must be > 0 requests per second and finite, got %v", r.Rate)
-		}
-		if r.Burst < 1 {
-			return nil, c.errAt(at+".rate.burst", "must be >= 1, got %d", r.Burst)
-		}
+		rc := rate.Config{Rate: r.Rate, Burst: r.Burst, MaxWait: r.MaxWait} // validateRate checked them
 		var err error
 		if r.PerKey {
 			pol.buckets, err = keyed.NewBuckets(keyed.BucketsConfig{Bucket: rc, MaxKeys: p.MaxKeys})
@@ -125,7 +150,7 @@ func (c *Config) buildPolicy(p Policy, at string, st *store) (*policy, error) {
 		pol.quota = &httplimit.RatePolicy{
 			Name:   p.Name,
 			Quota:  r.Burst,
-			Window: time.Duration(math.Ceil(float64(r.Burst)/r.Rate)) * time.Second,
+			Window: r.window(),
 		}
 		pol.quota.Remaining = pol.remaining
 	}

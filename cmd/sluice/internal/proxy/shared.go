@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"math"
-	"time"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -54,7 +51,7 @@ func (c *Config) buildShared(pol *policy, at string) (*policy, error) {
 		pol.quota = &httplimit.RatePolicy{
 			Name:   p.Name,
 			Quota:  r.Burst,
-			Window: time.Duration(math.Ceil(float64(r.Burst)/r.Rate)) * time.Second,
+			Window: r.window(),
 		}
 	}
 	if cs := p.Concurrency; cs != nil {

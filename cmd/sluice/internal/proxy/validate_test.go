@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
+)
+
+// checkText parses and checks a config, as `sluice proxy -check` does.
+func checkText(text string) error {
+	c, err := ParseConfig("f.yaml", []byte(text))
+	if err == nil {
+		err = Check(c)
+	}
+	return err
+}
+
+// A token bucket that would take longer than 100 years to fill is refused at
+// its rate block: its RateLimit-Policy window (burst/rate seconds) would
+// overflow a time.Duration, to a negative or zero window.
+func TestRateWindowBounded(t *testing.T) {
+	const routes = "routes: [{name: a, upstream: \"http://127.0.0.1:1\", policy: p}]\n"
+	for _, tc := range []struct{ rate, want string }{
+		{"{rate: 1e-9, burst: 1000000000}", `f.yaml:4: policies[0].rate: burst 1000000000 at rate 1e-09/s`},
+		{"{rate: 1, burst: 9223372036854775807}", `f.yaml:4: policies[0].rate: burst 9223372036854775807 at rate 1/s`},
+		{"{rate: 0.001, burst: 3153601, per_key: true}", `f.yaml:4: policies[0].rate: burst 3153601 at rate 0.001/s`},
+		{"{rate: 0.001, burst: 3153600}", ""}, // 100 years exactly
+	} {
+		for _, store := range []string{"", "    store: r\n"} {
+			text := routes + "policies:\n  - name: p\n    rate: " + tc.rate + "\n" + store
+			if store != "" {
+				text += "stores: [{name: r, url: \"redis://127.0.0.1:1\"}]\n"
+			}
+			err := checkText(text)
+			if tc.want == "" {
+				if err != nil && store == "" {
+					t.Errorf("%s: %v", tc.rate, err)
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, yamlfile.ErrInvalid) {
+				t.Errorf("%s%s: %v, want %q", tc.rate, store, err, tc.want)
+			}
+		}
+	}
+}
