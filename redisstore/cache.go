@@ -1,6 +1,9 @@
 package redisstore
 
-import "sync"
+import (
+	"math"
+	"sync"
+)
 
 // overLimit remembers keys known to be over their limit until the time one
 // token comes back (the script's retry1), so that a rejected flood is
@@ -9,9 +12,12 @@ import "sync"
 // early: a refund (Permit.Cancel) or a flushed Redis; both are rare, and
 // the entry lasts no longer than the retry-after Redis gave.
 //
-// It holds at most max keys: when full, expired entries are dropped, and
-// if none is, the new key is not cached (it then costs a round trip, as
-// without the cache). Keys are client input; the cap bounds the memory.
+// It holds at most max keys (keys are client input; the cap bounds the
+// memory). When full, an insert looks at evictSample entries only and
+// drops the expired ones among them, or else the one that expires first:
+// O(1) under the lock whatever max, so a flood of distinct over-limit keys
+// does not make every rejection scan the map. An evicted key costs a
+// round trip at its next request, as without the cache.
 type overLimit struct {
 	mu  sync.Mutex
 	max int
@@ -47,23 +53,36 @@ func (c *overLimit) put(key string, until, now int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[key]; !ok && len(c.m) >= c.max {
-		for k, u := range c.m {
+		first, firstU, seen := "", int64(math.MaxInt64), 0
+		for k, u := range c.m { // map order is random: a random sample
 			if u <= now {
 				delete(c.m, k)
+			} else if u < firstU {
+				first, firstU = k, u
+			}
+			if seen++; seen == evictSample {
+				break
 			}
 		}
 		if len(c.m) >= c.max {
-			return
+			delete(c.m, first)
 		}
 	}
 	c.m[key] = until
 }
 
+// evictSample is how many entries a full map's insert looks at: like
+// Redis's maxmemory sampling, a few random entries approximate the oldest
+// well enough, in constant time.
+const evictSample = 8
+
 // reservoirs hold the tokens the batched mode took from Redis and not yet
 // spent, per key, each until its expiry: tokens are spent locally only
 // within Hold of being taken, which bounds the overshoot (see
 // RateConfig.Batch). At most max keys; past it a key takes no more than it
-// needs (no batching), so memory stays bounded.
+// needs (no batching), so memory stays bounded. A full map's insert drops
+// the expired entries among evictSample it looks at (O(1), as overLimit)
+// but never a live one: that would waste tokens taken from Redis.
 type reservoirs struct {
 	mu  sync.Mutex
 	max int
@@ -111,9 +130,13 @@ func (r *reservoirs) add(key string, n, limit, expires, now int64) bool {
 	defer r.mu.Unlock()
 	v, ok := r.m[key]
 	if !ok && len(r.m) >= r.max {
+		seen := 0
 		for k, x := range r.m {
 			if x.expires <= now {
 				delete(r.m, k)
+			}
+			if seen++; seen == evictSample {
+				break
 			}
 		}
 		if len(r.m) >= r.max {

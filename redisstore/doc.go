@@ -35,6 +35,17 @@
 // that takes several tokens per round trip for hot keys, with the
 // overshoot bound in its doc.
 //
+// Keys in Redis: Buckets writes one Redis key per distinct key it admits
+// ("Prefix{key}", one string), which expires when its bucket is full again,
+// Burst/Rate (plus any wait it granted) after the key's last admitted
+// request at the latest; a rejection writes nothing. So Redis holds one key
+// per distinct key admitted within the last Burst/Rate, bounded by that TTL
+// and not by RateConfig.MaxKeys, which caps only the maps in this process.
+// Keyed by client input (an address, a header), a flood of distinct keys
+// costs a Redis key each for up to Burst/Rate: size Redis's maxmemory for
+// the distinct keys expected within that time. Concurrency keeps one sorted
+// set per limit, a member per lease held.
+//
 // Metrics: Store.Stats (round-trip histogram, errors, timeouts, breaker
 // state and trips, pipelines) and each limiter's Stats and LimiterStats
 // (fallbacks, cache hits). The package has no Prometheus dependency.

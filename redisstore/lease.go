@@ -64,7 +64,15 @@ end
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return lost
 `)
-	releaseScript = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`)
+	// KEYS[1] the set; ARGV lease ids (one, or a batch of orphans).
+	releaseScript = redis.NewScript(`return redis.call('ZREM', KEYS[1], unpack(ARGV))`)
+)
+
+// Orphans: at most maxOrphans remembered, removed at most orphanBatch per
+// renewal in one ZREM. A batch stays far below Lua's unpack limit (~8000).
+const (
+	maxOrphans  = 10000
+	orphanBatch = 1000
 )
 
 // ConcurrencyConfig configures a Concurrency limiter.
@@ -209,12 +217,14 @@ func (l *Concurrency) acquire(ctx context.Context, wait bool) (sluice.Permit, er
 		id := l.id + ":" + strconv.FormatUint(tok, 36)
 		v, err := l.s.eval(acquireScript, l.keys, l.cfg.Limit, l.ttlMs, id)
 		if err != nil {
-			l.orphan(id)
+			if sentMaybe(err) {
+				l.orphan(id)
+			}
 			return l.fail(ctx, wait, err)
 		}
 		var a [3]int64
 		if err := parseInts(v, a[:]); err != nil {
-			l.orphan(id)
+			l.orphan(id) // Redis answered: the script ran
 			return l.fail(ctx, wait, err)
 		}
 		if a[0] == 1 {
@@ -242,12 +252,14 @@ func (l *Concurrency) acquire(ctx context.Context, wait bool) (sluice.Permit, er
 	}
 }
 
-// orphan remembers a lease that may have been added by a call whose answer
-// was lost, so that the renewer removes it when Redis answers again; at
-// worst it holds a slot for TTL.
+// orphan remembers a lease that may be in Redis though no permit holds it
+// (an acquire whose answer was lost, a release that failed), so that the
+// renewer removes it when Redis answers again; at worst it holds a slot
+// for TTL. Only calls that may have reached Redis make orphans: with the
+// breaker open, failed acquires cost nothing here.
 func (l *Concurrency) orphan(id string) {
 	l.mu.Lock()
-	if len(l.orphans) < 10000 {
+	if len(l.orphans) < maxOrphans {
 		l.orphans = append(l.orphans, id)
 	}
 	l.mu.Unlock()
@@ -298,6 +310,8 @@ func (l *Concurrency) drop(tok uint64) {
 	delete(l.held, tok)
 	l.mu.Unlock()
 	if ok {
+		// Whether or not the call reached Redis, the lease may still be
+		// there: orphan it on any failure (at most one per lease held).
 		if _, err := l.s.eval(releaseScript, l.keys, id); err != nil {
 			l.orphan(id)
 		}
@@ -320,6 +334,10 @@ func (l *Concurrency) renewer() {
 	}
 }
 
+// renewOnce renews the held leases, then removes up to orphanBatch
+// orphans in one ZREM: at most two round trips, so a backlog of orphans
+// never delays the next renewal. The newest orphans go first: the oldest
+// are the likeliest to have expired by themselves.
 func (l *Concurrency) renewOnce() {
 	l.mu.Lock()
 	args := make([]any, 0, 1+len(l.held))
@@ -327,8 +345,12 @@ func (l *Concurrency) renewOnce() {
 	for _, id := range l.held {
 		args = append(args, id)
 	}
-	orphans := l.orphans
-	l.orphans = nil
+	n := min(len(l.orphans), orphanBatch)
+	rm := make([]any, n)
+	for i, id := range l.orphans[len(l.orphans)-n:] {
+		rm[i] = id
+	}
+	l.orphans = l.orphans[:len(l.orphans)-n]
 	l.mu.Unlock()
 	if len(args) > 1 {
 		if v, err := l.s.eval(renewScript, l.keys, args...); err == nil {
@@ -339,13 +361,15 @@ func (l *Concurrency) renewOnce() {
 			}
 		}
 	}
-	for i, id := range orphans {
-		if _, err := l.s.eval(releaseScript, l.keys, id); err != nil {
-			l.mu.Lock()
-			l.orphans = append(l.orphans, orphans[i:]...)
-			l.mu.Unlock()
-			return
+	if len(rm) == 0 {
+		return
+	}
+	if _, err := l.s.eval(releaseScript, l.keys, rm...); err != nil {
+		l.mu.Lock()
+		for _, id := range rm[:min(len(rm), maxOrphans-len(l.orphans))] {
+			l.orphans = append(l.orphans, id.(string))
 		}
+		l.mu.Unlock()
 	}
 }
 

@@ -44,8 +44,9 @@ type RateConfig struct {
 	// count (Config.Heartbeat), 1 without one.
 	Replicas int
 	// OverLimitCache is the most keys remembered as over their limit until
-	// their retry-after, answered without a round trip. 0: DefaultMaxKeys;
-	// -1: no cache.
+	// their retry-after, answered without a round trip; when full, a new
+	// key evicts the earliest-expiring of a few sampled entries (constant
+	// time). 0: DefaultMaxKeys; -1: no cache.
 	OverLimitCache int
 	// Batch, if > 1, is the batched mode for hot keys: a round trip takes
 	// up to Batch tokens and the replica spends them locally, for at most

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,26 @@ var (
 	ErrClosed      = errors.New("redisstore: store closed")
 	ErrReply       = errors.New("redisstore: unexpected reply from Redis")
 )
+
+// errUnsent is a timeout that struck while the call still waited for a
+// pipeline: it never reached Redis and never will (the flushers skip it).
+// It matches ErrTimeout; the leases tell it apart (see sentMaybe).
+var errUnsent = fmt.Errorf("%w before it was sent", ErrTimeout)
+
+// sentMaybe reports whether a failed call may have reached Redis, and so
+// may have run: a timeout after sending, a lost answer, an error reply. A
+// call refused by the breaker, one that timed out before a pipeline took
+// it, or one whose connection could not be opened did not. After Close
+// nothing can undo a call, so a closed store counts as not sent.
+func sentMaybe(err error) bool {
+	var op *net.OpError
+	switch {
+	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrClosed), err == errUnsent,
+		errors.Is(err, redis.ErrPoolTimeout), errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	return true
+}
 
 // Config configures a Store. The zero value works: every field has a
 // default.
@@ -201,21 +223,6 @@ func (s *Store) Stats() StoreStats {
 // least 1 (1 without a heartbeat).
 func (s *Store) Replicas() int { return int(max(1, s.replicas.Load())) }
 
-// call is one script call waiting for its pipeline.
-type call struct {
-	script *redis.Script
-	keys   []string
-	args   []any
-	done   chan result // buffered 1: the pipeline never blocks on it
-}
-
-type result struct {
-	val any
-	err error
-}
-
-var callPool = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
-
 // eval runs script through a pipeline and returns its reply, within the
 // store's timeout. It never blocks longer than Timeout, whatever Redis
 // does: the caller stops waiting and the pipeline's late answer is
@@ -247,9 +254,11 @@ func (s *Store) eval(script *redis.Script, keys []string, args ...any) (any, err
 	s.rtt.record(time.Duration(t1 - t0))
 	if r.err != nil && !errors.Is(r.err, redis.Nil) {
 		s.errs.Add(1)
-		if r.err == ErrTimeout || errors.Is(r.err, context.DeadlineExceeded) || isTimeout(r.err) {
+		if errors.Is(r.err, ErrTimeout) || errors.Is(r.err, context.DeadlineExceeded) || isTimeout(r.err) {
 			s.timeouts.Add(1)
-			r.err = ErrTimeout
+			if r.err != errUnsent {
+				r.err = ErrTimeout
+			}
 		}
 		s.br.done(t1, false)
 		return nil, r.err
@@ -269,103 +278,4 @@ func (s *Store) budget() time.Duration { return s.cfg.Timeout - s.cfg.Timeout/5 
 func isTimeout(err error) bool {
 	var ne interface{ Timeout() bool }
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// pipelined hands a call to the flushers and waits for its answer, at most
-// Timeout.
-func (s *Store) pipelined(script *redis.Script, keys []string, args []any) result {
-	c := callPool.Get().(*call)
-	c.script, c.keys, c.args = script, keys, args
-	timer := time.NewTimer(s.cfg.Timeout)
-	defer timer.Stop()
-	var r result
-	select {
-	case s.queue <- c:
-		select {
-		case r = <-c.done:
-			c.script, c.keys, c.args = nil, nil, nil
-			callPool.Put(c)
-		case <-timer.C:
-			r.err = ErrTimeout // c is abandoned: the pipeline still holds it
-		case <-s.quit:
-			r.err = ErrClosed
-		}
-	case <-timer.C:
-		r.err = ErrTimeout
-	case <-s.quit:
-		r.err = ErrClosed
-	}
-	return r
-}
-
-// flusher sends the queued calls in pipelines: it takes one call, adds
-// those already queued, lingers up to BatchWindow for more when it has at
-// least two (a lone caller never waits), and sends them in one round trip.
-func (s *Store) flusher() {
-	defer s.wg.Done()
-	batch := make([]*call, 0, s.cfg.MaxBatch)
-	cmds := make([]*redis.Cmd, 0, s.cfg.MaxBatch)
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	for {
-		select {
-		case c := <-s.queue:
-			batch = append(batch, c)
-		case <-s.quit:
-			return
-		}
-	drain:
-		for len(batch) < s.cfg.MaxBatch {
-			select {
-			case c := <-s.queue:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		if len(batch) > 1 && len(batch) < s.cfg.MaxBatch && s.cfg.BatchWindow > 0 {
-			linger.Reset(s.cfg.BatchWindow)
-		wait:
-			for len(batch) < s.cfg.MaxBatch {
-				select {
-				case c := <-s.queue:
-					batch = append(batch, c)
-				case <-linger.C:
-					break wait
-				}
-			}
-			linger.Stop()
-		}
-		cmds = s.send(batch, cmds[:0])
-		clear(batch)
-		batch = batch[:0]
-		clear(cmds)
-	}
-}
-
-// send runs one pipeline of EVALSHA calls. A NOSCRIPT answer (a restarted
-// or flushed Redis forgot the script) is retried with Run, which loads it.
-func (s *Store) send(batch []*call, cmds []*redis.Cmd) []*redis.Cmd {
-	s.batches.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), s.budget())
-	defer cancel()
-	if len(batch) == 1 {
-		c := batch[0]
-		v, err := c.script.Run(ctx, s.client, c.keys, c.args...).Result()
-		c.done <- result{v, err}
-		return cmds
-	}
-	pipe := s.client.Pipeline()
-	for _, c := range batch {
-		cmds = append(cmds, c.script.EvalSha(ctx, pipe, c.keys, c.args...))
-	}
-	_, _ = pipe.Exec(ctx)
-	for i, c := range batch {
-		v, err := cmds[i].Result()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = c.script.Run(ctx, s.client, c.keys, c.args...).Result()
-		}
-		c.done <- result{v, err}
-	}
-	return cmds
 }
