@@ -136,6 +136,7 @@ const (
 	DefaultMaxWaiting       = 1024
 	DefaultMaxWaitingPerKey = 8
 	maxMaxKeys              = 1 << 24
+	minPoll                 = 100 * time.Millisecond
 )
 
 // LoadConfig reads, decodes and validates the config file at path. Every
@@ -199,8 +200,9 @@ func (c *Config) validate() error {
 	if err := c.validateServer(); err != nil {
 		return err
 	}
-	if c.Reload.Poll < 0 {
-		return c.errAt("reload.poll", "must be >= 0 (0: no polling), got %v", c.Reload.Poll)
+	if c.Reload.Poll < 0 || c.Reload.Poll > 0 && c.Reload.Poll < minPoll {
+		// Each poll is an os.Stat: 1ns would spin a core.
+		return c.errAt("reload.poll", "must be 0s (no polling) or at least %v, got %v", minPoll, c.Reload.Poll)
 	}
 	switch c.Log.Format {
 	case "text", "json":

@@ -46,3 +46,27 @@ func TestRateWindowBounded(t *testing.T) {
 		}
 	}
 }
+
+// reload.poll is off (0s) or at least 100ms: each poll is an os.Stat, and
+// 1ns would spin a core.
+func TestReloadPollBounded(t *testing.T) {
+	const routes = "routes: [{name: a, upstream: \"http://127.0.0.1:1\"}]\n"
+	for _, tc := range []struct{ poll, want string }{
+		{"1ns", "f.yaml:1: reload.poll: must be 0s (no polling) or at least 100ms, got 1ns"},
+		{"99ms", "f.yaml:1: reload.poll: must be 0s (no polling) or at least 100ms, got 99ms"},
+		{"-1s", "f.yaml:1: reload.poll: must be 0s (no polling) or at least 100ms, got -1s"},
+		{"0s", ""},
+		{"100ms", ""},
+	} {
+		err := checkText("reload: {poll: " + tc.poll + "}\n" + routes)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("poll %s: %v", tc.poll, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, yamlfile.ErrInvalid) {
+			t.Errorf("poll %s: %v, want %q", tc.poll, err, tc.want)
+		}
+	}
+}
