@@ -23,7 +23,9 @@
 // that serves FIFO while the queue drains and LIFO once a standing queue has
 // formed. Every discipline is bounded by MaxQueue and MaxWait, and rejects at
 // once a caller whose deadline is sooner than the wait it faces (see Core for
-// the estimator). A full LIFO queue (and AdaptiveLIFO in its LIFO mode)
+// the estimator); a waiter whose deadline is less than the mean time a permit
+// is held away when a permit frees for it is passed over (ReasonDeadline):
+// it would finish after its caller gave up. A full LIFO queue (and AdaptiveLIFO in its LIFO mode)
 // rejects its oldest waiter to make room for the newcomer; FIFO and CoDel
 // reject the newcomer.
 //

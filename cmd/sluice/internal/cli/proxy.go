@@ -80,6 +80,9 @@ func runProxy(e env, fs *flag.FlagSet, args []string) int {
 	select {
 	case err := <-served:
 		fmt.Fprintf(e.stderr, "sluice proxy: %v\n", err)
+		// Close the stores and policies, and refuse the reloads a SIGHUP
+		// or the file watch may still start.
+		_ = s.Shutdown(context.Background())
 		return ExitFail
 	case <-ctx.Done():
 	}

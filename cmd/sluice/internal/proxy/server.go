@@ -153,6 +153,10 @@ type Server struct {
 	size      int64
 
 	srv, admin *http.Server
+	// draining is set by Shutdown, under mu, so that a Reload (SIGHUP,
+	// Watch) that comes after sees it and builds nothing: Shutdown has
+	// closed, or is about to close, the stores and policies it would
+	// reuse, and would not close the ones it made.
 	maxConns   int // server.max_connections at New: Serve's listener's cap
 	draining   atomic.Bool
 	transports transports
@@ -211,13 +215,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.serve(w, r, s.access)
 }
 
+// ErrShuttingDown is Reload's error once Shutdown has begun.
+var ErrShuttingDown = errors.New("sluice proxy: shutting down: config not reloaded")
+
 // Reload reads the config file again and, if it is valid in full, serves
 // it; otherwise the old config keeps serving and the error is returned,
 // logged, shown by the admin API (GET /config) and counted in
-// sluice_proxy_config_reloads_total{result="failure"}.
+// sluice_proxy_config_reloads_total{result="failure"}. Once Shutdown has
+// begun it does nothing and returns ErrShuttingDown.
 func (s *Server) Reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.draining.Load() {
+		s.log.Info("config reload skipped: shutting down", "file", s.path)
+		return ErrShuttingDown
+	}
 	fi, statErr := os.Stat(s.path)
 	err := s.reloadLocked()
 	if statErr == nil {
@@ -354,7 +366,9 @@ func (s *Server) Serve(ln, adminLn net.Listener) error {
 // admin API. It returns an error if requests were still running when the
 // time was up; those connections are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock() // waits for a reload under way; any later one sees draining
 	s.draining.Store(true)
+	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.Config().DrainTimeout)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
