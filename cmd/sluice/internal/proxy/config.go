@@ -137,6 +137,7 @@ const (
 	DefaultMaxWaitingPerKey = 8
 	maxMaxKeys              = 1 << 24
 	minPoll                 = 100 * time.Millisecond
+	maxPolicyName           = 128
 )
 
 // LoadConfig reads, decodes and validates the config file at path. Every
@@ -284,6 +285,10 @@ func (c *Config) validateRoute(r *Route, at string, policies map[string]int) err
 		return c.errAt(at+".path_prefix", "%q must start with /", r.PathPrefix)
 	}
 	r.Host = strings.ToLower(r.Host)
+	if err := checkRouteHost(r.Host); err != nil {
+		return c.errAt(at+".host", "%v", err)
+	}
+	r.Host = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]") // as requestHost reads an IPv6 literal
 	for j, m := range r.Methods {
 		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " \t/") {
 			return c.errAt(fmt.Sprintf("%s.methods[%d]", at, j), "%q is not an HTTP method (write it in capitals: GET)", m)
@@ -324,6 +329,11 @@ func (c *Config) validateRoute(r *Route, at string, policies map[string]int) err
 func (c *Config) validatePolicy(p *Policy, at string, stores map[string]int) error {
 	if p.Name == "" {
 		return c.errAt(at+".name", "required")
+	}
+	if len(p.Name) > maxPolicyName {
+		// The name is in the keys of a shared store's limits, next to the
+		// client's key, under redisstore.MaxKeyLen.
+		return c.errAt(at+".name", "%d bytes long: at most %d", len(p.Name), maxPolicyName)
 	}
 	if strings.ContainsAny(p.Name, "/ ") {
 		return c.errAt(at+".name", "%q: no slashes or spaces (it is a path in the admin API)", p.Name)

@@ -254,8 +254,23 @@ func requestHost(r *http.Request) string {
 	h := r.Host
 	if hp, _, err := net.SplitHostPort(h); err == nil {
 		h = hp
+	} else if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+		h = h[1 : len(h)-1] // an IPv6 literal without a port
 	}
 	return strings.ToLower(h)
+}
+
+// checkRouteHost refuses a routes[].host that could never match: requests
+// are matched by host without their port, so a host with a port would
+// take none.
+func checkRouteHost(h string) error {
+	if hp, port, err := net.SplitHostPort(h); err == nil {
+		return fmt.Errorf("%q has a port (%s): a route matches the request's host without its port, whatever the port; write %q", h, port, hp)
+	}
+	if strings.ContainsAny(h, "/ ") {
+		return fmt.Errorf("%q is not a host name", h)
+	}
+	return nil
 }
 
 // serve proxies r through the route, recording what happened.

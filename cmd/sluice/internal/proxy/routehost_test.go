@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
+)
+
+// A route host with a port would never match (requests are matched by
+// host without their port): it is refused, naming the field.
+func TestRouteHostWithPortRefused(t *testing.T) {
+	for _, tc := range []struct{ host, want string }{
+		{"example.test:8080", `f.yaml:1: routes[0].host: "example.test:8080" has a port (8080)`},
+		{"\"[::1]:80\"", `f.yaml:1: routes[0].host: "[::1]:80" has a port (80)`},
+		{"example.test", ""},
+		{"\"[::1]\"", ""},
+		{"\"::1\"", ""},
+	} {
+		err := checkText("routes: [{name: a, host: " + tc.host + ", upstream: \"http://127.0.0.1:1\"}]\n")
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("host %s: %v", tc.host, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, yamlfile.ErrInvalid) {
+			t.Errorf("host %s: %v, want %q", tc.host, err, tc.want)
+		}
+	}
+}
+
+// An IPv6 literal host matches with and without the request's port.
+func TestRouteHostIPv6Literal(t *testing.T) {
+	a := upstream(t, echo("a"))
+	b := upstream(t, echo("b"))
+	p := start(t, `
+routes:
+  - name: any
+    upstream: UPSTREAM
+  - name: v6
+    host: "[::1]"
+    upstream: `+b+`
+`, a)
+	c := client(t)
+	for _, host := range []string{"[::1]", "[::1]:8080", "[::1]:80"} {
+		req := newReq(t, "GET", p.url+"/x")
+		req.Host = host
+		resp, body := get(t, c, req)
+		if resp.StatusCode != 200 || !strings.HasPrefix(body, "b GET /x") {
+			t.Errorf("Host %s: %d %q, want the v6 route", host, resp.StatusCode, body)
+		}
+	}
+}
+
+// A policy name is bounded: it is in every key of a shared store's
+// limits, which redisstore bounds at MaxKeyLen.
+func TestPolicyNameBounded(t *testing.T) {
+	text := func(name string) string {
+		return "routes: [{name: a, upstream: \"http://127.0.0.1:1\", policy: " + name + "}]\n" +
+			"policies: [{name: " + name + ", rate: {rate: 1, burst: 1, per_key: true}}]\n"
+	}
+	if err := checkText(text(strings.Repeat("n", 128))); err != nil {
+		t.Errorf("128-byte name: %v", err)
+	}
+	err := checkText(text(strings.Repeat("n", 1000)))
+	if want := "f.yaml:2: policies[0].name: 1000 bytes long: at most 128"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("1000-byte name: %v, want %q", err, want)
+	}
+}
