@@ -142,7 +142,8 @@ func (c *Config) openStore(spec StoreSpec, at string) (*store, error) {
 		Heartbeat:        spec.Heartbeat,
 	})
 	if err != nil {
-		// Not wrapAt: redisstore's error quotes the URL, password and all.
+		// Not wrapAt: redisstore redacts the URL in its errors; this
+		// guards any message that still quotes it, password and all.
 		msg := strings.ReplaceAll(err.Error(), spec.URL, redactURL(spec.URL))
 		return nil, c.errAt(at+".url", "%s", msg)
 	}
