@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +24,7 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 		return runCapacity(e, args[1:])
 	}
 	timeScale := fs.Float64("timescale", 0, "multiply every duration and divide every rate by `K` in (0, 1] (0: the tour's own per experiment, 1 for files)")
-	out := fs.String("out", filepath.Join(os.TempDir(), "sluice-lab"), "write lab.html and lab.json into `DIR`")
+	out := fs.String("out", "", "write lab.html and lab.json into `DIR` (default: a new directory under $TMPDIR)")
 	simOnly := fs.Bool("sim-only", false, "run the simulator only, no sockets")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of the summary")
 	only := fs.String("policies", "", "run only the policies of these comma-separated `names`")
@@ -68,7 +67,15 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 		fmt.Fprintf(e.stderr, "sluice lab: %s\n", escape(err.Error()))
 		return ExitUsage
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	// A new directory per run by default: a fixed name under a shared
+	// /tmp may already be someone else's file or link.
+	if *out == "" {
+		dir, err := os.MkdirTemp("", "sluice-lab-")
+		if err != nil {
+			return usageError(fs, "-out", err)
+		}
+		*out = dir
+	} else if err := os.MkdirAll(*out, 0o755); err != nil {
 		return usageError(fs, "-out", err)
 	}
 	ctx, stop := signalContext()
