@@ -1,7 +1,6 @@
 package concurrency
 
 import (
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -72,11 +71,7 @@ type permitCache struct {
 // newCache returns a cache of 4 stripes a core (so that goroutines on
 // different cores rarely share one), 8 to 256.
 func newCache() *permitCache {
-	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
-		n *= 2
-	}
-	return &permitCache{s: make([]stripe, n)}
+	return &permitCache{s: make([]stripe, counter.Stripes(4, 8))}
 }
 
 func (c *permitCache) mine() *stripe { return &c.s[counter.Probe()&uintptr(len(c.s)-1)] }

@@ -1,7 +1,6 @@
 package rate
 
 import (
-	"runtime"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/clock"
@@ -57,13 +56,7 @@ type leaseSet struct {
 
 // stripes is the size of a new set: 4 stripes a core (so that goroutines
 // on different cores rarely share one), 8 to 256.
-func stripes() int {
-	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
-		n *= 2
-	}
-	return n
-}
+func stripes() int { return counter.Stripes(4, 8) }
 
 func newLeaseSet() *leaseSet { return &leaseSet{s: make([]lease, stripes())} }
 

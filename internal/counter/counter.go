@@ -74,12 +74,18 @@ func (c *Counters) add(i int) {
 func (c *Counters) spread() {
 	// Goroutines pick stripes at random, in effect: with 8 stripes a core,
 	// two cores counting at once share one with odds of 1 in 16 or less.
-	n := 16
-	for n < 8*runtime.GOMAXPROCS(0) && n < maxStripes {
+	s := make([]stripe, Stripes(8, 16))
+	c.stripes.CompareAndSwap(nil, &s)
+}
+
+// Stripes is how many stripes to make: perCore a core (so that goroutines
+// on different cores rarely share one), a power of two from lo to 256.
+func Stripes(perCore, lo int) int {
+	n := lo
+	for n < perCore*runtime.GOMAXPROCS(0) && n < maxStripes {
 		n *= 2
 	}
-	s := make([]stripe, n)
-	c.stripes.CompareAndSwap(nil, &s)
+	return n
 }
 
 // Probe returns a hash of the calling goroutine's stack address: stable for

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/gcra"
 )
 
 // NoDeadline, passed as a deadline, means the caller has none.
@@ -53,7 +54,7 @@ func Clamp(limit time.Duration, why sluice.Reason, now, deadline int64) (time.Du
 	if deadline <= now {
 		return 0, sluice.ReasonDeadline
 	}
-	if rem := time.Duration(satSub(deadline, now)) - 1; rem < limit {
+	if rem := time.Duration(gcra.SatSub(deadline, now)) - 1; rem < limit {
 		return rem, sluice.ReasonDeadline
 	}
 	return limit, why
@@ -83,16 +84,4 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// satSub is a−b, saturating instead of wrapping.
-func satSub(a, b int64) int64 {
-	d := a - b
-	if (d < a) != (b > 0) {
-		if b > 0 {
-			return math.MinInt64
-		}
-		return math.MaxInt64
-	}
-	return d
 }
