@@ -42,7 +42,7 @@ type breaker struct {
 	trips     atomic.Uint64
 
 	mu       sync.Mutex
-	failures int
+	failures atomic.Int64 // written under mu, but cleared without it on success
 	probing  bool
 }
 
@@ -83,24 +83,24 @@ func (b *breaker) allow(now int64) bool {
 func (b *breaker) done(now int64, ok bool) {
 	if ok && BreakerState(b.state.Load()) == BreakerClosed {
 		// The hot path: a success while closed only needs to clear a
-		// failure streak, and there rarely is one.
-		b.mu.Lock()
-		b.failures = 0
-		b.mu.Unlock()
+		// failure streak, and there rarely is one: no lock for that.
+		if b.failures.Load() != 0 {
+			b.failures.Store(0)
+		}
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ok {
-		b.failures = 0
+		b.failures.Store(0)
 		b.probing = false
 		b.state.Store(uint32(BreakerClosed))
 		b.openUntil.Store(0)
 		return
 	}
-	b.failures++
+	failures := b.failures.Add(1)
 	st := BreakerState(b.state.Load())
-	if st == BreakerHalfOpen || (st == BreakerClosed && b.failures >= b.threshold) {
+	if st == BreakerHalfOpen || (st == BreakerClosed && failures >= int64(b.threshold)) {
 		b.probing = false
 		b.state.Store(uint32(BreakerOpen))
 		b.openUntil.Store(now + b.cooldown)

@@ -1,12 +1,14 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/waitrule"
 	"github.com/sluicehq/sluice/keyed"
 	"github.com/sluicehq/sluice/rate"
 )
@@ -121,13 +123,7 @@ func NewBuckets(s *Store, cfg RateConfig) (*Buckets, error) {
 		t:     strconv.FormatFloat(1e6/cfg.Rate, 'g', 17, 64),
 		burst: strconv.Itoa(cfg.Burst),
 	}
-	switch cfg.OverLimitCache {
-	case 0:
-		b.cache = newOverLimit(DefaultMaxKeys)
-	case -1:
-	default:
-		b.cache = newOverLimit(cfg.OverLimitCache)
-	}
+	b.cache = newOverLimit(cmp.Or(cfg.OverLimitCache, DefaultMaxKeys)) // -1: none
 	if cfg.Batch > 1 {
 		b.res = newReservoirs(cfg.MaxKeys)
 		b.hold = int64(float64(cfg.Batch) / cfg.Rate * 1e9)
@@ -269,17 +265,14 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 		return sluice.Permit{}, b.c.reject(sluice.RejectQuota(why, time.Duration(r.waitUs)*time.Microsecond))
 	}
 	if b.res != nil && r.granted > int64(n) {
-		b.res.add(key, r.granted-int64(n), int64(b.cfg.Batch), b.s.now()+b.hold, b.s.now())
+		now = b.s.now()
+		b.res.add(key, r.granted-int64(n), int64(b.cfg.Batch), now+b.hold, now)
 	}
 	p := sluice.NewPermit(&grant{b: b, key: key, n: n}, 0)
 	if r.waitUs > 0 && wait {
-		t := time.NewTimer(time.Duration(r.waitUs) * time.Microsecond)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
+		if err := waitrule.Sleep(ctx, time.Duration(r.waitUs)*time.Microsecond); err != nil {
 			p.Cancel()
-			return sluice.Permit{}, ctx.Err()
+			return sluice.Permit{}, err
 		}
 	}
 	b.c.admitted.Add(1)

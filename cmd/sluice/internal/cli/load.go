@@ -1,17 +1,14 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
@@ -129,7 +126,7 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 		defer f.Close()
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	// The generator's heap is small and its garbage is per request: fewer
 	// collections leave more of a small machine's CPU to sending (the

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,7 +114,7 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	fmt.Fprintf(e.stdout, "sluice origin: serving on http://%s/ (%d workers, queue %s, %s service, capacity %.1f/s), metrics on /metrics\n",
 		ln.Addr(), cfg.Workers, queueString(cfg.Queue), cfg.Service.Kind, srv.Capacity())
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	if *runFor > 0 {
 		var cancel context.CancelFunc

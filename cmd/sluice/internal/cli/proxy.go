@@ -57,7 +57,7 @@ func runProxy(e env, fs *flag.FlagSet, args []string) int {
 	}
 	proxy.LogStart(log, *path, ln.Addr(), adminLn.Addr())
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := signalContext()
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

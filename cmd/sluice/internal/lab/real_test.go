@@ -32,23 +32,7 @@ func TestSeed003OnSockets(t *testing.T) {
 	if len(res.Experiments) != 1 || res.Experiments[0].Real == nil {
 		t.Fatalf("want one experiment run on sockets, got %+v", res.Experiments)
 	}
-	x := res.Experiments[0]
-	for _, a := range x.Agreement {
-		t.Logf("%-10s real %5.1f%%  sim %5.1f%%  %+.1f pp", a.Policy, a.RealPct, a.SimPct, a.DiffPP)
-	}
-	n := 0
-	for _, c := range x.Checks {
-		t.Logf("%v: %s: want %s, got %s", c.Held, c.Name, c.Want, c.Got)
-		if strings.HasSuffix(c.Name, "(real)") {
-			n++
-			if !c.Held {
-				t.Errorf("%s: want %s, got %s", c.Name, c.Want, c.Got)
-			}
-		}
-	}
-	if n != 3 {
-		t.Errorf("%d real checks, want 3", n)
-	}
+	checkReal(t, res.Experiments[0], 3)
 }
 
 // TestSeed000OnSockets holds seed 000's bar on real loopback sockets: the
@@ -61,7 +45,13 @@ func TestSeed000OnSockets(t *testing.T) {
 	if len(res.Experiments) != 1 || res.Experiments[0].Name != "seed000" || res.Experiments[0].Real == nil {
 		t.Fatalf("want seed000 run on sockets, got %+v", res.Experiments)
 	}
-	x := res.Experiments[0]
+	checkReal(t, res.Experiments[0], 2)
+}
+
+// checkReal logs an experiment's agreement and checks, and requires its
+// want checks on real sockets, every one held.
+func checkReal(t *testing.T, x ExperimentResult, want int) {
+	t.Helper()
 	for _, a := range x.Agreement {
 		t.Logf("%-18s real %5.1f%%  sim %5.1f%%  %+.1f pp", a.Policy, a.RealPct, a.SimPct, a.DiffPP)
 	}
@@ -75,8 +65,8 @@ func TestSeed000OnSockets(t *testing.T) {
 			}
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d real checks, want 2", n)
+	if n != want {
+		t.Errorf("%d real checks, want %d", n, want)
 	}
 }
 

@@ -5,7 +5,8 @@
 // A Config names the target URL and the schedule, in the simulator's terms
 // (sim.Load, a scenario file's load: section): constant or Poisson
 // arrivals at a rate, steps or a ramp, bursts, a client timeout. Run sends
-// each request in its own goroutine at its intended time, over kept-alive
+// each request at its intended time through a pool of workers, at most one
+// per connection, that take the sends in order, over kept-alive
 // connections, and returns a Result.
 //
 // What it measures, and why:

@@ -116,9 +116,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if reason != "" {
 		w.Header().Set(ReasonHeader, reason)
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header()["Content-Type"] = textPlain
 	w.WriteHeader(code)
-	_, _ = w.Write([]byte(http.StatusText(code) + "\n"))
+	_, _ = w.Write(body(code))
+}
+
+// textPlain and the bodies are shared, so that an answer allocates no
+// header value or body of its own.
+var (
+	textPlain = []string{"text/plain; charset=utf-8"}
+	bodies    = func() map[int][]byte {
+		m := map[int][]byte{}
+		for _, c := range []int{200, 500, 502, 503, 504} {
+			m[c] = []byte(http.StatusText(c) + "\n")
+		}
+		return m
+	}()
+)
+
+func body(code int) []byte {
+	if b, ok := bodies[code]; ok {
+		return b
+	}
+	return []byte(http.StatusText(code) + "\n")
 }
 
 // handle waits for a worker and does the work; it returns the answer.

@@ -41,10 +41,11 @@ func (f forwarding) rewrite(pr *httputil.ProxyRequest) {
 	if !f.forwarded {
 		return
 	}
-	elem := "for=" + forwardedNode(peer) + ";proto=http"
+	proto := "http"
 	if pr.In.TLS != nil {
-		elem = "for=" + forwardedNode(peer) + ";proto=https"
+		proto = "https"
 	}
+	elem := "for=" + forwardedNode(peer) + ";proto=" + proto
 	if prior := pr.In.Header["Forwarded"]; trusted && len(prior) > 0 {
 		elem = strings.Join(prior, ", ") + ", " + elem
 	}

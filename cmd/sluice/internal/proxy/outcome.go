@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,11 +179,15 @@ func (d detachingKeyed) Acquire(ctx context.Context, key string) (sluice.Permit,
 
 func (st *reqState) Header() http.Header { return st.w.Header() }
 
+const eventStream = "text/event-stream"
+
 func (st *reqState) WriteHeader(code int) {
 	if st.status == 0 && code >= 200 {
 		st.status = code
-		if ct := st.w.Header().Get("Content-Type"); ct != "" {
-			if mt, _, _ := mime.ParseMediaType(ct); mt == "text/event-stream" {
+		// The prefix test first: parsing every response's type would cost
+		// two allocations a request.
+		if ct := st.w.Header().Get("Content-Type"); len(ct) >= len(eventStream) && strings.EqualFold(ct[:len(eventStream)], eventStream) {
+			if mt, _, _ := mime.ParseMediaType(ct); mt == eventStream {
 				st.becomeLong()
 			}
 		}

@@ -132,7 +132,7 @@ func (c *Config) buildPolicy(p Policy, at string, st *store) (*policy, error) {
 	}
 	var globals []sluice.Limiter
 	if r := p.Rate; r != nil {
-		rc := rate.Config{Rate: r.Rate, Burst: r.Burst, MaxWait: r.MaxWait} // validateRate checked them
+		rc := r.bucketConfig() // validateRate checked it
 		var err error
 		if r.PerKey {
 			pol.buckets, err = keyed.NewBuckets(keyed.BucketsConfig{Bucket: rc, MaxKeys: p.MaxKeys})

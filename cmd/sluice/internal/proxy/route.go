@@ -30,7 +30,6 @@ type route struct {
 	policy  *policy
 	limit   *httplimit.Handler // nil without a policy
 	handler http.Handler       // limit, or the proxy itself
-	tr      *http.Transport
 	metrics *routeMetrics
 }
 
@@ -60,7 +59,6 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 		return nil, c.errAt(at+".upstream", "%v", err)
 	}
 	rt := &route{name: spec.Name, def: routeDefinition(spec, p, c.ClientIP), spec: spec, policy: p}
-	rt.tr = tr
 	fwd := newForwarding(c.ClientIP)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -69,7 +67,7 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 			pr.SetXForwarded()
 			fwd.rewrite(pr) // a client's chain only from a trusted proxy
 		},
-		Transport:     rt.tr,
+		Transport:     tr,
 		BufferPool:    copyBuffers,
 		FlushInterval: spec.FlushInterval,
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -190,11 +188,6 @@ func rejecter(quota, capacity int) func(http.ResponseWriter, *http.Request, erro
 		switch {
 		case errors.Is(err, context.Canceled):
 			return // the client left
-		case errors.Is(err, sluice.ErrStore):
-			// httplimit answers every per-key rejection 429, but a shared
-			// store that did not answer is the proxy's trouble, not the
-			// client's quota: a capacity answer.
-			code = capacity
 		case code == http.StatusTooManyRequests:
 			code = quota
 		case code == http.StatusServiceUnavailable:
