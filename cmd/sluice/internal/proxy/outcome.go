@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice"
 )
 
@@ -19,12 +21,14 @@ import (
 //   - an upstream answer of 5xx (502 when the upstream could not be reached,
 //     504 when its headers did not come within the route's timeout) is
 //     Dropped: the upstream is overloaded or failing;
-//   - a client that went away before the answer is Ignore (httplimit sees
-//     the request's context end): it says nothing about the upstream;
-//     except that with an adaptive limit that has a timeout, a client that
-//     left after waiting longer than that timeout is Dropped: it gave up on
-//     an answer too slow for it (the seed 003 client times out at 2.5 s),
-//     and an algorithm that never heard of those would never back off;
+//   - a client that went away before the answer: with on_client_gone:
+//     wait (the default), the upstream's answer, which the proxy waits for
+//     (gone.go); with cancel, Ignore (httplimit sees the request's context
+//     end): it says nothing about the upstream. Either way, with an
+//     adaptive limit that has a timeout, a client that left after waiting
+//     longer than that timeout is Dropped: it gave up on an answer too
+//     slow for it (the seed 003 client times out at 2.5 s), and an
+//     algorithm that never heard of those would never back off;
 //   - any other answer is Success, with the time to the end of the body;
 //   - a long-lived request is Ignore, and gives its permits back as soon as
 //     it is known to be long-lived, so that it neither holds a concurrency
@@ -49,6 +53,15 @@ type reqState struct {
 	ctx         context.Context // the request's, to tell a departed client
 	status      int
 	bytes       int64
+
+	// On a route whose on_client_gone is wait (gone.go; abandoned is nil
+	// otherwise): where the request is (upWaiting...), its route's gauge
+	// of abandoned requests, and the upstream's answer to a client that
+	// had gone (its status, or 502 or 504 when it did not answer; 0:
+	// none), set and read on the request's goroutine.
+	up         atomic.Int32
+	abandoned  prometheus.Gauge
+	goneStatus int
 
 	mu      sync.Mutex
 	long    atomic.Bool     // long-lived: outcome Ignore; set under mu
@@ -81,11 +94,28 @@ func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duratio
 	switch {
 	case st.long.Load():
 		o = sluice.Ignore
-	case o == sluice.Ignore && st.dropAfter > 0 && latency >= st.dropAfter && st.ctx != nil && st.ctx.Err() != nil:
-		o = sluice.Dropped
+	case o == sluice.Ignore && st.clientGone():
+		o = st.goneOutcome(latency)
 	}
 	st.mu.Unlock()
 	p.Release(o, latency)
+}
+
+// goneOutcome is the outcome of a request whose client went away: the
+// upstream's answer when it came (on_client_gone: wait), and Dropped when
+// the client gave up after the adaptive timeout.
+func (st *reqState) goneOutcome(latency time.Duration) sluice.Outcome {
+	o := sluice.Ignore
+	switch {
+	case st.goneStatus >= 500:
+		o = sluice.Dropped
+	case st.goneStatus != 0:
+		o = sluice.Success
+	}
+	if st.dropAfter > 0 && latency >= st.dropAfter {
+		o = sluice.Dropped
+	}
+	return o
 }
 
 // Cancel implements sluice.Releaser.
