@@ -64,9 +64,9 @@ type reqState struct {
 	goneStatus int
 
 	mu      sync.Mutex
-	long    atomic.Bool     // long-lived: outcome Ignore; set under mu
-	permits []sluice.Permit // held through detaching limiters; zero once released
-	buf     [2]sluice.Permit
+	long    atomic.Bool      // long-lived: outcome Ignore; set under mu
+	permits []sluice.Permit  // held through detaching limiters; zero once released
+	buf     [3]sluice.Permit // enough for a global permit and a per-key pair
 }
 
 type stateKey struct{}
@@ -87,10 +87,27 @@ func (st *reqState) hold(p sluice.Permit) sluice.Permit {
 	return sluice.NewPermit(st, uint64(len(st.permits)-1))
 }
 
-// Release implements sluice.Releaser for the permits hold returned.
+// holdPair records a and b, to be released and cancelled together (b
+// first), and returns the permit the caller holds instead.
+func (st *reqState) holdPair(a, b sluice.Permit) sluice.Permit {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.permits == nil {
+		st.permits = st.buf[:0]
+	}
+	st.permits = append(st.permits, a, b)
+	return sluice.NewPermit(st, uint64(len(st.permits)-2)|pairToken)
+}
+
+// pairToken marks the token of a pair: the first permit's index, with
+// the second's after it.
+const pairToken = 1 << 32
+
+// Release implements sluice.Releaser for the permits hold and holdPair
+// returned.
 func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duration) {
 	st.mu.Lock()
-	p := st.take(token)
+	p, second := st.take(token)
 	switch {
 	case st.long.Load():
 		o = sluice.Ignore
@@ -98,6 +115,7 @@ func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duratio
 		o = st.goneOutcome(latency)
 	}
 	st.mu.Unlock()
+	second.Release(o, latency)
 	p.Release(o, latency)
 }
 
@@ -121,17 +139,28 @@ func (st *reqState) goneOutcome(latency time.Duration) sluice.Outcome {
 // Cancel implements sluice.Releaser.
 func (st *reqState) Cancel(token uint64) {
 	st.mu.Lock()
-	p := st.take(token)
+	p, second := st.take(token)
 	st.mu.Unlock()
+	second.Cancel()
 	p.Cancel()
 }
 
-func (st *reqState) take(token uint64) sluice.Permit {
-	if token >= uint64(len(st.permits)) {
+// take removes the permit of token, and the second of a pair's; st.mu is
+// held.
+func (st *reqState) take(token uint64) (p, second sluice.Permit) {
+	i := token &^ pairToken
+	if token&pairToken != 0 {
+		second = st.takeAt(i + 1)
+	}
+	return st.takeAt(i), second
+}
+
+func (st *reqState) takeAt(i uint64) sluice.Permit {
+	if i >= uint64(len(st.permits)) {
 		return sluice.Permit{}
 	}
-	p := st.permits[token]
-	st.permits[token] = sluice.Permit{}
+	p := st.permits[i]
+	st.permits[i] = sluice.Permit{}
 	return p
 }
 
@@ -143,7 +172,7 @@ func (st *reqState) becomeLong() {
 		return
 	}
 	st.long.Store(true)
-	held := st.buf
+	held := st.buf // as many as a request holds: a global permit, a per-key pair
 	n := copy(held[:], st.permits)
 	for i := range st.permits {
 		st.permits[i] = sluice.Permit{}
