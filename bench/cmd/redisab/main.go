@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
-	redisbench "github.com/sluicehq/sluice/bench/redis"
 	goredis "github.com/redis/go-redis/v9"
+	redisbench "github.com/sluicehq/sluice/bench/redis"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/redisstore/redistest"
 )
