@@ -25,7 +25,7 @@ import (
 //
 // Reply: an array with, per key, {allowed, remaining, retry_or_wait_us,
 // reset_us, granted, retry1_us}, or the error of that key alone (a key
-// holding another type, a full Redis). Allowed: wait_us is how long the
+// holding another type, a full Redis; with one key, the call's error). Allowed: wait_us is how long the
 // caller must wait before acting (0 now). Rejected: retry_us is rounded
 // up, so that a caller that waits exactly that long is admitted
 // (brandur/redis-cell#56), and retry1_us is when one token will be there
@@ -35,7 +35,6 @@ import (
 // Times stay below 2^53 µs (285 years after the epoch) so a double holds
 // them exactly; the epoch only keeps the fractional part of the TAT fine.
 var gcraScript = redis.NewScript(`
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now = (tonumber(t[1]) - 1700000000) * 1000000 + tonumber(t[2])
 local function decide(key, T, burst, n, k, maxwait)
@@ -61,6 +60,9 @@ local function decide(key, T, burst, n, k, maxwait)
   if rem < 0 then rem = 0 end
   return {1, rem, w, math.ceil(new - now), g, 0}
 end
+if #KEYS == 1 then
+  return {decide(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))}
+end
 local out = {}
 for i = 1, #KEYS do
   local j = 5 * (i - 1)
@@ -80,7 +82,6 @@ const gcraArgs = 5
 // refundScript gives back n tokens (Permit.Cancel): the TAT moves back by
 // n·T, never before now (a bucket holds at most Burst tokens).
 var refundScript = redis.NewScript(`
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local tat = tonumber(redis.call('GET', KEYS[1]) or '')
 if not tat then return 0 end
 local t = redis.call('TIME')

@@ -54,9 +54,14 @@ func sentMaybe(err error) bool {
 // Config configures a Store. The zero value works: every field has a
 // default.
 type Config struct {
-	// Timeout bounds every store call, queueing for a pipeline included:
-	// past it the call fails and the limiter applies its failure policy.
-	// Default DefaultTimeout (5 ms); 100 µs to 10 s.
+	// Timeout bounds every decision that goes to Redis, queueing for a
+	// pipeline included: the failure policy has answered by then. A call
+	// gives up on Redis min(Timeout/2, 2 ms) earlier, the margin for Go's
+	// timers, which fire up to about a millisecond late (see giveUp): with
+	// the default 5 ms, Redis has 3 ms to answer. For a client given to
+	// New, go-redis honours the deadline on its sockets only with
+	// ContextTimeoutEnabled (Open sets it). Default DefaultTimeout (5 ms);
+	// 100 µs to 10 s.
 	Timeout time.Duration
 	// BreakerThreshold is the number of consecutive failed calls that
 	// open the circuit breaker. Default 3; 1 to 1000.
@@ -264,8 +269,9 @@ func (s *Store) do(c *call) (any, error) {
 		// pipelining). Calls that come meanwhile go to the flusher, which
 		// sends all it finds queued in one round trip.
 		s.roundTrips.Add(1)
-		c.ctx.d = s.start.Add(time.Duration(s.redisDeadline(c)))
-		r.val, r.err = s.run(&c.ctx, c)
+		c.ctx.arm(s.at(s.giveUp(c)))
+		r.val, r.err = s.run(c.ctx, c)
+		reuse = c.ctx.disarm()
 	} else {
 		r, reuse = s.pipelined(c)
 	}
