@@ -211,6 +211,14 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			// The word alone cannot pay n at once, the stripes may help:
 			// join them again (a setter's drain, exact) and decide anew.
 			// Leasing resumes on the next collision.
+			//
+			// held reads every stripe; the maybe hint cannot stand in
+			// for it here. A single-token search clears maybe before it
+			// scans (so that a refill landing behind it sets it again),
+			// so while a search runs maybe reads false with tokens still
+			// parked, and this request would be refused tokens the
+			// bucket has. A wrong "no" is harmless to that search (it
+			// scans anyway) but not to a request that skips the scan.
 			b.reconfigure(t, now == live, func(*Config) {})
 			if now == live {
 				t = clock.Nanos() // not before the new state's base
