@@ -67,6 +67,10 @@ type Route struct {
 	Timeout       time.Duration `yaml:"timeout" json:"timeout"`
 	StreamAfter   time.Duration `yaml:"stream_after" json:"stream_after"`
 	FlushInterval time.Duration `yaml:"flush_interval" json:"flush_interval"`
+	// OnClientGone is what a request whose client left before the
+	// upstream's answer does: wait for it (its limits count it until the
+	// upstream is done) or cancel (see gone.go).
+	OnClientGone string `yaml:"on_client_gone" json:"on_client_gone"`
 }
 
 // Policy is the limits a request passes before it goes upstream: every one

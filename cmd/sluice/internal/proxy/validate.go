@@ -147,6 +147,13 @@ func (c *Config) validateRoute(r *Route, at string, policies map[string]int) err
 	} else if r.StreamAfter < 0 {
 		return c.errAt(at+".stream_after", "must be > 0, got %v", r.StreamAfter)
 	}
+	switch r.OnClientGone {
+	case "":
+		r.OnClientGone = ClientGoneWait
+	case ClientGoneWait, ClientGoneCancel:
+	default:
+		return c.errAt(at+".on_client_gone", "%q: want wait or cancel", r.OnClientGone)
+	}
 	if r.FlushInterval < -1 {
 		return c.errAt(at+".flush_interval", "must be -1 (flush every write), 0 (default) or a positive duration, got %v", r.FlushInterval)
 	}
