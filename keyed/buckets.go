@@ -161,6 +161,16 @@ func (b *Buckets) take(p *atomic.Int64, u, mw int64) (wu int64, ok, done bool) {
 		if e == retired {
 			return 0, false, false
 		}
+		if mw == 0 && b.p.Mode == gcra.Rate { // Allow and TryAcquire: inlined
+			ne, ok := b.p.TakeOne(e, u)
+			switch {
+			case !ok:
+				return gcra.SatSub(ne, u), false, true
+			case p.CompareAndSwap(e, ne):
+				return 0, true, true
+			}
+			continue
+		}
 		ne, wu, ok := b.p.Take(e, u, 1, mw)
 		if !ok || ne == e || p.CompareAndSwap(e, ne) {
 			return wu, ok, true

@@ -28,7 +28,6 @@ var (
 	// KEYS[1] the set; ARGV limit, ttl ms, lease id.
 	// Reply {acquired, held, ms until the earliest lease expires}.
 	acquireScript = redis.NewScript(`
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
@@ -48,7 +47,6 @@ return {0, n, wait}
 	// KEYS[1] the set; ARGV ttl ms, then lease ids. Renews the leases that
 	// still exist; replies with the count of those that had expired.
 	renewScript = redis.NewScript(`
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])

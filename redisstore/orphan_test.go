@@ -132,7 +132,7 @@ func TestConcurrencyUnsentCallsNeverSent(t *testing.T) {
 	if err := s.Check(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	s.direct.Store(true) // every call through the one flusher, in order
+	s.pending.Add(1) // never 0: every call through the one flusher, in order
 	const key = "unsent"
 	l := newConcurrency(t, s, ConcurrencyConfig{Key: key, Limit: 1000, TTL: time.Hour, Failure: FailClosed})
 	if err := rs.Pause(); err != nil {

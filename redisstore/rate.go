@@ -70,8 +70,8 @@ type RateConfig struct {
 type Buckets struct {
 	s     *Store
 	cfg   RateConfig
-	t     string // µs per token, formatted once
-	burst string
+	t     any // µs per token, formatted once (a string)
+	burst any // a string
 	cache *overLimit
 	res   *reservoirs
 	hold  int64 // ns a batched token may stay unspent
@@ -182,7 +182,11 @@ func (b *Buckets) checkN(key string, n int) error {
 }
 
 func (b *Buckets) eval(key string, n, k int, maxWaitUs int64) (gcraReply, error) {
-	v, err := b.s.eval(gcraScript, []string{b.cfg.Prefix + "{" + key + "}"}, b.t, b.burst, n, k, maxWaitUs)
+	c := getCall(gcraScript)
+	c.keyBuf[0] = b.cfg.Prefix + "{" + key + "}"
+	c.argBuf = [gcraArgs]any{b.t, b.burst, n, k, maxWaitUs}
+	c.keys, c.args = c.keyBuf[:], c.argBuf[:]
+	v, err := b.s.do(c)
 	if err != nil {
 		return gcraReply{}, err
 	}
