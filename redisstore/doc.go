@@ -54,7 +54,7 @@
 // Metrics: Store.Stats (round-trip histogram, errors, timeouts, breaker
 // state and trips, round trips) and each limiter's Stats and LimiterStats
 // (fallbacks, cache hits). The package has no Prometheus dependency:
-// promsluice.NewRedisCollector exposes them.
+// promsluice.NewStoreCollector and NewSharedCollector expose them.
 //
 // Tests and benchmarks start real redis-server processes on free loopback
 // ports with package redistest.
