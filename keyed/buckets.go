@@ -203,7 +203,14 @@ func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait ti
 			}
 		}
 	}
+	return b.takeLocked(s, h, now, mw)
+}
 
+// takeLocked is takeKey's path under the shard's lock: key (hash h) was not
+// found, its base must move, or its index was replaced. Kept apart so that
+// the lock-free path has no deferred unlock to set up.
+func (b *Buckets) takeLocked(s *shard[struct{}], h uint64, now, mw int64) (wait time.Duration, w where, ok, of bool) {
+	w = h &^ math.MaxUint32
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x, u := b.units(s, now)
