@@ -161,6 +161,16 @@ func (b *Buckets) take(p *atomic.Int64, u, mw int64) (wu int64, ok, done bool) {
 		if e == retired {
 			return 0, false, false
 		}
+		if mw == 0 && b.p.Mode == gcra.Rate { // Allow and TryAcquire: inlined
+			ne, ok := b.p.TakeOne(e, u)
+			switch {
+			case !ok:
+				return gcra.SatSub(ne, u), false, true
+			case p.CompareAndSwap(e, ne):
+				return 0, true, true
+			}
+			continue
+		}
 		ne, wu, ok := b.p.Take(e, u, 1, mw)
 		if !ok || ne == e || p.CompareAndSwap(e, ne) {
 			return wu, ok, true
@@ -193,7 +203,14 @@ func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait ti
 			}
 		}
 	}
+	return b.takeLocked(s, h, now, mw)
+}
 
+// takeLocked is takeKey's path under the shard's lock: key (hash h) was not
+// found, its base must move, or its index was replaced. Kept apart so that
+// the lock-free path has no deferred unlock to set up.
+func (b *Buckets) takeLocked(s *shard[struct{}], h uint64, now, mw int64) (wait time.Duration, w where, ok, of bool) {
+	w = h &^ math.MaxUint32
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x, u := b.units(s, now)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // Config is the proxy's config file. Every field is documented, with its
@@ -54,6 +55,12 @@ type ClientIPConfig struct {
 	TrustedProxies []string `yaml:"trusted_proxies" json:"trusted_proxies"`
 	Header         string   `yaml:"header" json:"header"`
 	IPv6Prefix     int      `yaml:"ipv6_prefix" json:"ipv6_prefix"`
+}
+
+// httplimit is the client_ip section as httplimit reads it; validate
+// checked it.
+func (ip ClientIPConfig) httplimit() httplimit.IPConfig {
+	return httplimit.IPConfig{TrustedProxies: ip.TrustedProxies, ProxyHeader: ip.Header, IPv6Prefix: ip.IPv6Prefix}
 }
 
 // Route sends the requests it matches to an upstream, through a policy.

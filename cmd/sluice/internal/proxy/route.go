@@ -100,11 +100,7 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 			hc.PerKey = p.perKey
 			hc.Key = kf
 			if kf == nil {
-				hc.ClientIP = httplimit.IPConfig{
-					TrustedProxies: c.ClientIP.TrustedProxies,
-					ProxyHeader:    c.ClientIP.Header,
-					IPv6Prefix:     c.ClientIP.IPv6Prefix,
-				}
+				hc.ClientIP = c.ClientIP.httplimit()
 			}
 		}
 		if rt.limit, err = httplimit.New(next, hc); err != nil {
