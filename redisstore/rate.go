@@ -120,7 +120,7 @@ func NewBuckets(s *Store, cfg RateConfig) (*Buckets, error) {
 	b := &Buckets{
 		s:     s,
 		cfg:   cfg,
-		t:     strconv.FormatFloat(1e6/cfg.Rate, 'g', 17, 64),
+		t:     strconv.FormatFloat(1e6/cfg.Rate, 'g', -1, 64), // the shortest exact form: less for Redis to read
 		burst: strconv.Itoa(cfg.Burst),
 	}
 	b.cache = newOverLimit(cmp.Or(cfg.OverLimitCache, DefaultMaxKeys)) // -1: none
