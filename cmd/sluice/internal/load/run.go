@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,10 +40,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 
-	seed := c.Seed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
 	rec := newRecorder(&c)
 	r := &runner{cfg: &c, rec: rec, clients: cl, jobs: make(chan job, c.ClientWorkers), stop: make(chan struct{})}
 	r.maxWorkers = c.ClientWorkers
@@ -58,7 +53,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	start := time.Now()
 	stopProgress := r.progress(start)
-	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, seed), start)
+	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, c.Seed), start)
 	r.drain(ctx, cancel)
 	stopProgress()
 
