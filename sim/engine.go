@@ -212,11 +212,19 @@ func (e *engine) fireEvent(ev event) {
 		e.send()
 		e.nextArrival()
 	case evBurst:
+		// Request gen of burst id. A burst's requests reach the policy one
+		// after another, a nanosecond apart, as they do over sockets: were
+		// they simultaneous, the one that makes a queue form (say the 51st
+		// at a limit of 50) would do so at the instant of the first, and a
+		// wait bound counted from it (CoDel's interval) would pass at the
+		// very instant a burst as far ahead arrives, not after its first
+		// requests.
 		b := e.sc.Load.Bursts
-		for range b.Size {
-			e.send()
+		e.send()
+		if k := ev.gen + 1; int(k) < b.Size && e.now+1 < e.end {
+			e.schedule(e.now+1, evBurst, ev.id, k)
 		}
-		if n := int(ev.id) + 1; n < b.Count {
+		if n := int(ev.id) + 1; ev.gen == 0 && n < b.Count {
 			if at := int64(b.At) + int64(n)*int64(b.Every); at < e.end {
 				e.schedule(at, evBurst, int32(n), 0)
 			}
