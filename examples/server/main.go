@@ -149,7 +149,7 @@ func newServer(o options, trusted []string) (*server, error) {
 	}
 	// Little, the recommended adaptive limit, finds the backend's worker
 	// count (which the server is not told) from latency and throughput,
-	// plus a quarter for a small queue. A short LIFO queue in front keeps
+	// plus 15% (its Headroom) for a small queue. A short LIFO queue in front keeps
 	// a request ready for each worker that frees, and serves the freshest.
 	alg, err := adaptive.NewLittle(adaptive.LittleConfig{MaxLimit: 200})
 	if err != nil {

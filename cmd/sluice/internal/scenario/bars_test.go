@@ -15,9 +15,9 @@ import (
 
 // Issue 12's bars for the recommended adaptive limit (adaptive.Little behind
 // a LIFO queue), checked on the scenario files themselves over five seeds,
-// beside Gradient2, AIMD and Vegas (behind the same queue) and the best
+// beside Gradient2, AIMD and Vegas (behind the same queue), the best
 // static limit (the origin's workers, known in advance) behind a CoDel
-// queue. `go test -run TestAdaptiveBars -v ./cmd/sluice/internal/scenario`
+// queue, and the same static limit behind the LIFO queue (the oracle). `go test -run TestAdaptiveBars -v ./cmd/sluice/internal/scenario`
 // prints the table that docs/simulations.md quotes.
 
 // barFiles are the scenarios the bars are checked on, with the time each
@@ -54,6 +54,11 @@ func barPolicies(workers int) []sim.Policy {
 		q("aimd", sim.AIMD),
 		q("vegas", sim.Vegas),
 		sim.ConcurrencyPolicy{Name: "static+codel", Limit: workers, Queue: 50, Discipline: concurrency.CoDel},
+		// The oracle: the origin's workers, known in advance, behind the
+		// same LIFO queue as the adaptive limits. No limit learned from
+		// samples does better on these figures; where it misses a bar,
+		// the bar cannot be met with this queue.
+		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, Queue: 50, Discipline: concurrency.LIFO},
 	}
 }
 
@@ -251,11 +256,11 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.goodput < 0.96 {
 			t.Errorf("%s: little's worst phase has %.1f%% of the achievable goodput (%s), want >= 96%%", name, 100*little.goodput, little.worstAt)
 		}
-		if little.inFlight > 1.5 || little.inFlight > g2.inFlight {
-			t.Errorf("%s: little holds %.2f × the workers in flight, want <= 1.5 and <= gradient2's %.2f", name, little.inFlight, g2.inFlight)
+		if little.inFlight > 1.25 || little.inFlight > g2.inFlight {
+			t.Errorf("%s: little holds %.2f × the workers in flight, want <= 1.25 and <= gradient2's %.2f", name, little.inFlight, g2.inFlight)
 		}
-		if little.p50 > 2.1 || little.p50 > g2.p50 {
-			t.Errorf("%s: little's p50 is %.2f × the no-load p50, want <= 2.1 and <= gradient2's %.2f", name, little.p50, g2.p50)
+		if little.p50 > 1.6 || little.p50 > g2.p50 {
+			t.Errorf("%s: little's p50 is %.2f × the no-load p50, want <= 1.6 and <= gradient2's %.2f", name, little.p50, g2.p50)
 		}
 		// Seed 003's run includes the slowdown itself, when every request
 		// in flight at the origin outlives its client.
@@ -266,8 +271,8 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.timeouts > maxTimeouts {
 			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= %.0f%%", name, 100*little.timeouts, 100*maxTimeouts)
 		}
-		if little.rejectsLo > 100 {
-			t.Errorf("%s: little rejected %d requests in phases offered at most 0.8 × capacity, want <= 100", name, little.rejectsLo)
+		if little.rejectsLo > 300 {
+			t.Errorf("%s: little rejected %d requests in phases offered at most 0.8 × capacity, want <= 300", name, little.rejectsLo)
 		}
 	}
 }
