@@ -15,7 +15,32 @@ const (
 	evWake                        // the policy's timer
 	evChange                      // origin change number id
 	evTick                        // the end of an interval
+	numKinds
 )
+
+// rank orders the events due at the same instant; ties within a rank fire
+// in the order they were scheduled, which keeps runs deterministic.
+//
+//  0. The boundaries: an interval ends (what happens at t is counted in the
+//     next one) and an origin change takes effect.
+//  1. The client's side: a send (arrival, burst, retry) and a client's
+//     deadline.
+//  2. Everything the system does in answer: completions, the origin's
+//     timeout and refusals, a bucket's grant, the policy's timer.
+//
+// Ties come from constant service times and arrivals (seed 003: 2 s of work,
+// a send every 200 ms). Putting the client first is what real sockets do
+// in the limit of short network delays: a request admitted on arriving at
+// t, with service time S, frees its slot at t + S plus the hop to the
+// origin and the hop back, while a request due at t + S reaches the limiter
+// after the client's hop alone, which both share. So a send due at the
+// instant a slot frees finds it still taken; a client's deadline at the
+// instant of its answer has passed before the answer reaches it.
+var rank = [numKinds]uint8{
+	evTick: 0, evChange: 0,
+	evArrival: 1, evBurst: 1, evRetry: 1, evDeadline: 1,
+	evComplete: 2, evOriginTimeout: 2, evRefuse: 2, evGrant: 2, evWake: 2,
+}
 
 // event is a value in the heap: no allocation per event. gen guards against
 // a request slot reused since the event was scheduled.
@@ -27,16 +52,10 @@ type event struct {
 	kind evKind
 }
 
-// eventHeap is a binary min-heap ordered by (at, seq): ties fire in the
-// order they were scheduled, which keeps runs deterministic.
+// eventHeap is a binary min-heap ordered by before.
 type eventHeap []event
 
-func (h eventHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
+func (h eventHeap) less(i, j int) bool { return before(&h[i], &h[j]) }
 
 func (h *eventHeap) push(ev event) {
 	*h = append(*h, ev)
@@ -108,10 +127,14 @@ func (f *eventFIFO) pop() event {
 	return ev
 }
 
-// before reports whether a fires before b.
+// before reports whether a fires before b: by time, then rank, then the
+// order they were scheduled in.
 func before(a, b *event) bool {
 	if a.at != b.at {
 		return a.at < b.at
+	}
+	if ra, rb := rank[a.kind], rank[b.kind]; ra != rb {
+		return ra < rb
 	}
 	return a.seq < b.seq
 }

@@ -111,16 +111,47 @@ func TestArrivals(t *testing.T) {
 }
 
 func TestClientWorkers(t *testing.T) {
-	// Two client workers and 1 s of work: two requests a second are sent,
-	// the other eight due each second are not.
+	// Two client workers and 950 ms of work: two requests a second are
+	// sent, the other eight due each second are not. (With 1 s, an answer
+	// would come at the instant a send is due, which finds the worker still
+	// busy: TestTieOrder.)
 	p := run1(t, Scenario{
 		Duration: 10 * time.Second,
-		Origin:   Origin{Workers: 10, Service: Dist{Kind: Constant, Mean: time.Second}},
+		Origin:   Origin{Workers: 10, Service: Dist{Kind: Constant, Mean: 950 * time.Millisecond}},
 		Load:     Load{Rate: 10, ClientWorkers: 2},
 		Policies: []Policy{NonePolicy{}},
 	})
 	if s := p.Summary; s.Sent != 20 || s.Unsent != 80 {
 		t.Errorf("sent %d, unsent %d: want 20 and 80", s.Sent, s.Unsent)
+	}
+}
+
+// TestTieOrder: at one instant the client's events come before the system's
+// answers, as on real sockets, where an answer reaches the limiter and the
+// client a hop after it is due.
+func TestTieOrder(t *testing.T) {
+	// A slot of 1 s freed at the instant the next request (1 rps) is due:
+	// that request finds the slot taken, the one after it gets it.
+	p := run1(t, Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: time.Second}},
+		Load:     Load{Rate: 1},
+		Policies: []Policy{ConcurrencyPolicy{Limit: 1}},
+	})
+	if s := p.Summary; s.Successes != 5 || s.Rejects["limit"] != 5 {
+		t.Errorf("limit 1, 1 s of work, 1 rps: %d successes, %d rejections; want 5 and 5 (a send due as a slot frees finds it taken)",
+			s.Successes, s.Rejects["limit"])
+	}
+
+	// An answer due at the instant of the client's deadline comes too late.
+	p = run1(t, Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 10, Service: Dist{Kind: Constant, Mean: time.Second}},
+		Load:     Load{Rate: 1, Timeout: time.Second},
+		Policies: []Policy{NonePolicy{}},
+	})
+	if s := p.Summary; s.Successes != 0 || s.Timeouts != 10 {
+		t.Errorf("1 s of work, 1 s timeout: %d successes, %d timeouts; want 0 and 10", s.Successes, s.Timeouts)
 	}
 }
 

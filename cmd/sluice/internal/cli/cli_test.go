@@ -127,13 +127,14 @@ func TestSimJSON(t *testing.T) {
 		t.Errorf("policies %s", got)
 	}
 	// Seed 003's figures: with no protection every request times out; 5 in
-	// flight at 2 s per request serve 2.5 rps of the 3.5 the origin can.
+	// flight at 2 s per request serve 2.3 rps of the 3.5 the origin can
+	// (5 / 2.2 s: a slot freed as a request is due idles until the next).
 	none, static := r.Policies[0].Summary, r.Policies[1].Summary
 	if none.GoodputRPS > 0.1 || none.Timeouts == 0 {
 		t.Errorf("none: goodput %v, timeouts %d; the seed has every request time out", none.GoodputRPS, none.Timeouts)
 	}
-	if static.GoodputRPS < 2.3 || static.GoodputRPS > 2.55 {
-		t.Errorf("static-5: goodput %v, want about 2.5 (seed: 2.3)", static.GoodputRPS)
+	if static.GoodputRPS < 2.2 || static.GoodputRPS > 2.35 {
+		t.Errorf("static-5: goodput %v, want about 2.27 (seed: 2.3)", static.GoodputRPS)
 	}
 	if static.CapacityRPS != 3.5 {
 		t.Errorf("capacity %v, want 3.5", static.CapacityRPS)

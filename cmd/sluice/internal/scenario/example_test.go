@@ -99,7 +99,7 @@ func ExampleFile_Run() {
 	}
 	// Output:
 	// none: goodput 0.0 rps of a capacity of 3.5
-	// static-5: goodput 2.5 rps of a capacity of 3.5
+	// static-5: goodput 2.3 rps of a capacity of 3.5
 }
 
 // Validate checks a scenario again after a change, such as a -duration
