@@ -40,9 +40,12 @@ type LittleConfig struct {
 // limit is what holds requests back, throughput × noLoad (the latency with
 // nothing queued) is the service's own concurrency, and anything admitted
 // beyond it only waits. It is sluice's recommended adaptive limit: use it,
-// behind a short LIFO queue whose MaxWait is a few service times
-// (concurrency.Config{Discipline: LIFO, MaxQueue, MaxWait}), unless you
-// know better.
+// behind a short LIFO queue whose wait is bounded to a few service times
+// (concurrency.Config{Discipline: LIFO, MaxQueue: 50, MaxWaitServices: 4}),
+// unless you know better. The queue keeps a request ready for each worker
+// that frees, so a limit near the workers costs no throughput; LIFO serves
+// the freshest, and the bound tells the oldest no in a few service times
+// instead of at their own deadline.
 //
 // Once per window (at least one mean latency, and enough successes that
 // their mean is known within about 5%; for a service whose latencies are
