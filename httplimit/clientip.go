@@ -120,15 +120,25 @@ func (c *ClientIP) isTrusted(a netip.Addr) bool {
 	return false
 }
 
+// Peer returns the address of r's TCP peer (RemoteAddr, IPv4-mapped IPv6
+// as IPv4, without a zone: as Addr reads it), invalid when RemoteAddr holds
+// none, and whether it is one of TrustedProxies, whose forwarding header
+// Addr believes. For a proxy that passes the header on: it should keep a
+// chain only from a trusted peer, and replace it otherwise.
+func (c *ClientIP) Peer(r *http.Request) (peer netip.Addr, trusted bool) {
+	peer, ok := parseHop(r.RemoteAddr)
+	return peer, ok && c.isTrusted(peer)
+}
+
 // Addr returns the client address of r, and false when RemoteAddr does not
 // hold an IP address (a request not from a TCP peer, for example). The
 // address is not masked; Key masks it.
 func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
-	peer, ok := parseHop(r.RemoteAddr)
-	if !ok {
+	peer, trusted := c.Peer(r)
+	if !peer.IsValid() {
 		return netip.Addr{}, false
 	}
-	if c.header == "" || !c.isTrusted(peer) {
+	if c.header == "" || !trusted {
 		return peer, true
 	}
 	// The peer is one of ours: walk its header from the right. Header lines

@@ -281,6 +281,25 @@ func ExampleClientIP_Addr() {
 	// 2001:db8::7 true true
 }
 
+// Peer tells a proxy whether to keep the forwarding chain a request came
+// with: only a trusted peer's.
+func ExampleClientIP_Peer() {
+	ip, err := httplimit.NewClientIP(httplimit.IPConfig{TrustedProxies: []string{"10.0.0.0/8"}})
+	if err != nil {
+		panic(err)
+	}
+	for _, remote := range []string{"10.0.0.1:5000", "[::ffff:203.0.113.9]:5000", "pipe"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		peer, trusted := ip.Peer(r)
+		fmt.Println(peer, peer.IsValid(), trusted)
+	}
+	// Output:
+	// 10.0.0.1 true true
+	// 203.0.113.9 true false
+	// invalid IP false false
+}
+
 // Reject is the default answer to a request that was not admitted; an
 // OnReject that logs can end with it.
 func ExampleWriteRejection() {

@@ -41,8 +41,9 @@ type BucketsConfig struct {
 }
 
 // Buckets is a token bucket per key, with at most MaxKeys live keys. It is
-// safe for concurrent use; Allow takes a shard's read lock, one clock read
-// and one compare-and-swap, and does not allocate.
+// safe for concurrent use; Allow on a live key takes no lock: one clock
+// read, a lookup and one compare-and-swap on the key's own word, and it
+// does not allocate.
 //
 // Every key has the same rate and burst, so a key is only its bucket's
 // state word (the time its bucket was empty, kept as a rate.Bucket keeps
@@ -51,9 +52,9 @@ type BucketsConfig struct {
 // The words of a shard count time, in fixed point, from the shard's base,
 // which moves as a rate.Bucket's does when a time is too far from it: one
 // pass over the shard's keys (at most 4,096 for MaxKeys up to 4 million)
-// under its write lock, exact. The finer the rate, the sooner: never in
-// practice below ~15,000 tokens/s, every ~10 hours at 1e9/s, every ~2 s
-// above ~1.6e13/s.
+// under its lock, copying them into a new index, exact. The finer the
+// rate, the sooner: never in practice below ~15,000 tokens/s, every ~10
+// hours at 1e9/s, every ~2 s above ~1.6e13/s.
 //
 // A key whose bucket has refilled is indistinguishable from a new key, so
 // evicting it (lazily, once it has been full for IdleTimeout) never hands
@@ -100,12 +101,8 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 			return nil, err
 		}
 	}
-	b.t.init(maxKeys, 0, nil)
+	b.t.init(maxKeys, 0, nil, clock.Nanos())
 	b.t.stale = b.stale
-	base := clock.Nanos()
-	for i := range b.t.shards {
-		b.t.shards[i].base = base
-	}
 	return b, nil
 }
 
@@ -113,19 +110,17 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 // IdleTimeout (now in units of its shard).
 func (b *Buckets) stale(e, now int64) bool { return b.p.Full(e, now, b.idle) }
 
-// units converts now to units of s's words, first moving s's base to now if
-// now is too far from it. The caller holds s's write lock.
-func (b *Buckets) units(s *shard[struct{}], now int64) int64 {
-	if u, in := b.p.Units(now, s.base); in {
-		return u
+// units returns s's index and now in units of its words, first moving the
+// index's base to now (a rebuild, exact) if now is too far from it. The
+// caller holds s's lock.
+func (b *Buckets) units(s *shard[struct{}], now int64) (*index[struct{}], int64) {
+	x := s.load()
+	if u, in := b.p.Units(now, x.base); in {
+		return x, u
 	}
-	for i := range s.slots {
-		if e := &s.slots[i]; e.h != 0 {
-			e.last = b.p.Moved(e.last, s.base, now)
-		}
-	}
-	s.base = now
-	return 0
+	from := x.base
+	x = s.rebuild(len(x.slots), now, func(w int64) int64 { return b.p.Moved(w, from, now) })
+	return x, 0
 }
 
 // tooLarge reports that no key can ever have a token: burst 0.
@@ -157,69 +152,96 @@ func (b *Buckets) reason(wait time.Duration, why sluice.Reason) sluice.Reason {
 // the shard) in the high ones to check that the slot still holds that key.
 type where = uint64
 
+// take takes one token from the word at p at u, waiting at most mw units.
+// It reports !done if the word was retired: the slot is no longer the
+// key's, and the caller looks again under the lock.
+func (b *Buckets) take(p *atomic.Int64, u, mw int64) (wu int64, ok, done bool) {
+	for {
+		e := p.Load()
+		if e == retired {
+			return 0, false, false
+		}
+		if mw == 0 && b.p.Mode == gcra.Rate { // Allow and TryAcquire: inlined
+			ne, ok := b.p.TakeOne(e, u)
+			switch {
+			case !ok:
+				return gcra.SatSub(ne, u), false, true
+			case p.CompareAndSwap(e, ne):
+				return 0, true, true
+			}
+			continue
+		}
+		ne, wu, ok := b.p.Take(e, u, 1, mw)
+		if !ok || ne == e || p.CompareAndSwap(e, ne) {
+			return wu, ok, true
+		}
+	}
+}
+
 // takeKey takes one token for key at now, waiting at most maxWait. of
 // reports that key did not fit and nothing was taken: the caller goes to
 // the overflow bucket. When !ok, wait is how long until the token would be
 // there, -1 if never.
-func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait time.Duration, w where, ok, of bool, s *shard[struct{}]) {
+//
+// A live key's admission takes no lock: it loads its shard's index, finds
+// the slot and updates the key's word with a compare-and-swap, writing no
+// line but the key's own. The lock is taken to insert a key, to move the
+// base, and when the index was replaced under the caller.
+func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait time.Duration, w where, ok, of bool) {
 	h := b.t.hash(key)
-	s = b.t.shardOf(h)
 	if b.tooLarge() {
-		return -1, 0, false, false, s
+		return -1, 0, false, false
 	}
+	s := b.t.shardOf(h)
 	w = h &^ math.MaxUint32
 	mw := b.p.ToUnits(int64(maxWait))
-	s.mu.RLock()
-	if i := s.find(h); i >= 0 {
-		if u, in := b.p.Units(now, s.base); in {
-			p := &s.at(i).last
-			for {
-				e := atomic.LoadInt64(p)
-				ne, wu, ok := b.p.Take(e, u, 1, mw)
-				if !ok || ne == e || atomic.CompareAndSwapInt64(p, e, ne) {
-					s.mu.RUnlock()
-					return b.wait(wu), w | where(i), ok, false, s
-				}
+	x := s.load()
+	if i := x.find(h); i >= 0 {
+		if u, in := b.p.Units(now, x.base); in {
+			if wu, ok, done := b.take(&x.slots[i].last, u, mw); done {
+				return b.wait(wu), w | where(i), ok, false
 			}
 		}
 	}
-	s.mu.RUnlock()
+	return b.takeLocked(s, h, now, mw)
+}
 
+// takeLocked is takeKey's path under the shard's lock: key (hash h) was not
+// found, its base must move, or its index was replaced. Kept apart so that
+// the lock-free path has no deferred unlock to set up.
+func (b *Buckets) takeLocked(s *shard[struct{}], h uint64, now, mw int64) (wait time.Duration, w where, ok, of bool) {
+	w = h &^ math.MaxUint32
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := b.units(s, now)
-	if i := s.find(h); i >= 0 { // inserted meanwhile, or its base moved
-		e := s.at(i)
-		var wu int64
-		e.last, wu, ok = b.p.Take(e.last, u, 1, mw)
-		return b.wait(wu), w | where(i), ok, false, s
+	x, u := b.units(s, now)
+	if i := x.find(h); i >= 0 { // inserted or moved meanwhile, or its base moved
+		wu, ok, _ := b.take(&x.slots[i].last, u, mw) // only the lock's holder retires
+		return b.wait(wu), w | where(i), ok, false
 	}
 	if !b.t.reserve(s, u) {
-		return 0, 0, false, true, s
+		return 0, 0, false, true
 	}
 	ne, wu, ok := b.p.Take(b.p.Initial(), u, 1, mw) // a new key's bucket is full
 	w |= where(s.add(h, struct{}{}, ne))
-	return b.wait(wu), w, ok, false, s
+	return b.wait(wu), w, ok, false
 }
 
 // give returns the token of a permit, if its key is still in the slot the
-// permit recorded. A key moved in between (by an eviction shifting its
-// neighbours, or its shard resizing) keeps one token less, never more.
+// permit recorded. A key moved in between (by a rebuild of its shard's
+// index, or its eviction) keeps one token less, never more.
 func (b *Buckets) give(w where) {
-	s := b.t.shardOf(w)
+	x := b.t.shardOf(w).load()
 	i := int(uint32(w))
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if i >= len(s.slots) {
+	if i >= len(x.slots) {
 		return
 	}
-	e := &s.slots[i]
-	if e.h&^math.MaxUint32 != w&^math.MaxUint32 {
+	e := &x.slots[i]
+	if e.h.Load()&^math.MaxUint32 != w&^math.MaxUint32 {
 		return // not the key the permit was for (or no key at all)
 	}
 	for {
-		old := atomic.LoadInt64(&e.last)
-		if atomic.CompareAndSwapInt64(&e.last, old, b.p.Refund(old, 1)) {
+		old := e.last.Load()
+		if old == retired || e.last.CompareAndSwap(old, b.p.Refund(old, 1)) {
 			return
 		}
 	}
@@ -234,7 +256,7 @@ func (b *Buckets) AllowAt(now time.Time, key string) bool {
 }
 
 func (b *Buckets) allowNanos(key string, now int64) bool {
-	wait, _, ok, of, s := b.takeKey(key, now, 0)
+	wait, _, ok, of := b.takeKey(key, now, 0)
 	why := sluice.ReasonRate
 	if of {
 		var r rate.Reservation
@@ -244,9 +266,9 @@ func (b *Buckets) allowNanos(key string, now int64) bool {
 		why = b.reason(wait, why)
 	}
 	if ok {
-		s.counters.Admit()
+		b.t.counters.Admit()
 	} else {
-		s.counters.Reject(why)
+		b.t.counters.Reject(why)
 	}
 	return ok
 }
@@ -256,18 +278,18 @@ func (b *Buckets) allowNanos(key string, now int64) bool {
 // Cancelling the permit gives the token back (see sluice.All); releasing it
 // otherwise does nothing.
 func (b *Buckets) TryAcquire(key string) (sluice.Permit, error) {
-	wait, w, ok, of, s := b.takeKey(key, clock.Nanos(), 0)
+	wait, w, ok, of := b.takeKey(key, clock.Nanos(), 0)
 	if of {
 		p, err := b.overflow.TryAcquire()
-		count(s, err)
+		b.t.count(err)
 		return p, err
 	}
 	if !ok {
 		why := b.reason(wait, sluice.ReasonRate)
-		s.counters.Reject(why)
+		b.t.counters.Reject(why)
 		return sluice.Permit{}, sluice.RejectQuota(why, max(wait, 0))
 	}
-	s.counters.Admit()
+	b.t.counters.Admit()
 	return sluice.NewPermit((*releaser)(b), w), nil
 }
 
@@ -282,15 +304,15 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 	}
 	now := clock.Nanos()
 	limit, why := waitrule.Bound(now, waitrule.Deadline(ctx, clock.FromTime), b.maxWait)
-	wait, w, ok, of, s := b.takeKey(key, now, limit)
+	wait, w, ok, of := b.takeKey(key, now, limit)
 	if of {
 		p, err := b.overflow.Acquire(ctx)
-		count(s, err)
+		b.t.count(err)
 		return p, err
 	}
 	if !ok {
 		why = b.reason(wait, why)
-		s.counters.Reject(why)
+		b.t.counters.Reject(why)
 		return sluice.Permit{}, sluice.RejectQuota(why, max(wait, 0))
 	}
 	if wait > 0 {
@@ -302,7 +324,7 @@ func (b *Buckets) Acquire(ctx context.Context, key string) (sluice.Permit, error
 			return sluice.Permit{}, err
 		}
 	}
-	s.counters.Admit()
+	b.t.counters.Admit()
 	return sluice.NewPermit((*releaser)(b), w), nil
 }
 
@@ -363,25 +385,24 @@ func (b *Buckets) remainingAt(now int64, key string) (int, time.Duration) {
 func (b *Buckets) tokensNanos(key string, now int64) (tokens float64, of bool) {
 	h := b.t.hash(key)
 	s := b.t.shardOf(h)
-	s.mu.RLock()
-	i := s.find(h)
-	if i < 0 {
-		s.mu.RUnlock()
-		return b.newKeyTokens()
+	x := s.load()
+	if i := x.find(h); i >= 0 {
+		if u, in := b.p.Units(now, x.base); in {
+			if e := x.slots[i].last.Load(); e != retired {
+				return b.p.Tokens(e, u), false
+			}
+		}
 	}
-	if u, in := b.p.Units(now, s.base); in {
-		tk := b.p.Tokens(atomic.LoadInt64(&s.at(i).last), u)
-		s.mu.RUnlock()
-		return tk, false
-	}
-	s.mu.RUnlock()
-	s.mu.Lock() // now is too far from the base: move it
+	// Not found (maybe only moving), now too far from the base, or the
+	// index replaced: look again under the lock.
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := b.units(s, now)
-	if i = s.find(h); i < 0 {
+	x, u := b.units(s, now)
+	i := x.find(h)
+	if i < 0 {
 		return b.newKeyTokens() // evicted meanwhile
 	}
-	return b.p.Tokens(s.at(i).last, u), false
+	return b.p.Tokens(x.slots[i].last.Load(), u), false
 }
 
 // newKeyTokens is tokensNanos for a key not stored: a full bucket, or the

@@ -39,7 +39,7 @@ func New[L sluice.Limiter](cfg Config[L]) (*Map[L], error) {
 		return nil, fmt.Errorf("keyed: Config.New(OverflowKey): %w", err)
 	}
 	m := &Map[L]{cfg: cfg, gran: int64(cfg.IdleTimeout) / 64, overflow: of}
-	m.t.init(cfg.MaxKeys, int64(cfg.IdleTimeout), busy[L])
+	m.t.init(cfg.MaxKeys, int64(cfg.IdleTimeout), busy[L], 0)
 	return m, nil
 }
 
@@ -55,50 +55,53 @@ func busy[L sluice.Limiter](l L) bool {
 // does not fit (see Map), Get returns the overflow limiter. The error is
 // Config.New's, wrapped.
 func (m *Map[L]) Get(key string) (L, error) {
-	l, _, err := m.get(key, clock.Nanos())
-	return l, err
+	return m.get(key, clock.Nanos())
 }
 
 // GetAt is Get at time now: the explicit-time form for the simulator.
 func (m *Map[L]) GetAt(now time.Time, key string) (L, error) {
-	l, _, err := m.get(key, clock.FromTime(now))
-	return l, err
+	return m.get(key, clock.FromTime(now))
 }
 
-func (m *Map[L]) get(key string, now int64) (L, *shard[L], error) {
+func (m *Map[L]) get(key string, now int64) (L, error) {
+	now = max(now, retired+1) // a time saturated at the far past is not a tombstone
 	h := m.t.hash(key)
 	s := m.t.shardOf(h)
-	s.mu.RLock()
-	if i := s.find(h); i >= 0 {
-		e := s.at(i)
-		touch(&e.last, now, m.gran)
-		l := e.v
-		s.mu.RUnlock()
-		return l, s, nil
+	x := s.load()
+	if i := x.find(h); i >= 0 {
+		e := &x.slots[i]
+		if touch(&e.last, now, m.gran) {
+			return e.v, nil
+		}
 	}
-	s.mu.RUnlock()
-	l, err := m.insert(s, h, key, now)
-	return l, s, err
+	return m.insert(s, h, key, now)
 }
 
-// touch records a use at now. It writes only when the recorded time is more
-// than gran old, so that a hot key does not turn every read into a write
-// bouncing the slot's cache line between cores. Callers hold the read lock.
-func touch(p *int64, now, gran int64) {
-	if now-atomic.LoadInt64(p) > gran {
-		atomic.StoreInt64(p, now)
+// touch records a use at now, and reports false if the slot was retired
+// meanwhile (the caller looks again under the lock). It writes only when
+// the recorded time is more than gran old, so that a hot key does not turn
+// every read into a write bouncing the slot's cache line between cores.
+func touch(p *atomic.Int64, now, gran int64) bool {
+	for {
+		old := p.Load()
+		switch {
+		case old == retired:
+			return false
+		case now-old <= gran || p.CompareAndSwap(old, now):
+			return true
+		}
 	}
 }
 
-// insert is the slow path of get: key (hash h) was not found under the read
+// insert is the slow path of get: key (hash h) was not found without the
 // lock.
 func (m *Map[L]) insert(s *shard[L], h uint64, key string, now int64) (L, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := s.find(h); i >= 0 { // another caller inserted it meanwhile
-		e := s.at(i)
-		e.last = max(e.last, now)
-		return e.v, nil
+	x := s.load()
+	if i := x.find(h); i >= 0 { // another caller inserted it meanwhile
+		touch(&x.slots[i].last, now, 0) // under the lock, never retired
+		return x.slots[i].v, nil
 	}
 	if !m.t.reserve(s, now) {
 		return m.overflow, nil
@@ -116,23 +119,23 @@ func (m *Map[L]) insert(s *shard[L], h uint64, key string, now int64) (L, error)
 // Acquire acquires from key's limiter (see Get): it waits as that limiter
 // does, and returns its permit or its error.
 func (m *Map[L]) Acquire(ctx context.Context, key string) (sluice.Permit, error) {
-	l, s, err := m.get(key, clock.Nanos())
+	l, err := m.get(key, clock.Nanos())
 	if err != nil {
 		return sluice.Permit{}, err
 	}
 	p, err := l.Acquire(ctx)
-	count(s, err)
+	m.t.count(err)
 	return p, err
 }
 
 // TryAcquire acquires from key's limiter without waiting.
 func (m *Map[L]) TryAcquire(key string) (sluice.Permit, error) {
-	l, s, err := m.get(key, clock.Nanos())
+	l, err := m.get(key, clock.Nanos())
 	if err != nil {
 		return sluice.Permit{}, err
 	}
 	p, err := l.TryAcquire()
-	count(s, err)
+	m.t.count(err)
 	return p, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/counter"
 )
 
 // table is the key machinery Map and Buckets share: shards, the cap, the
@@ -22,13 +23,24 @@ type table[V any] struct {
 	// now: for a Map, idle for idle nanos; Buckets sets its own (a bucket
 	// full for IdleTimeout, see Buckets.stale).
 	stale func(last, now int64) bool
+
+	// Admissions and rejections over all keys. One set for the table,
+	// spreading into per-goroutine stripes under contention, so that a
+	// count writes a line no other core writes (per-shard counters were
+	// lines that every core wrote in turn, a cache miss on most counts).
+	counters counter.Counters
 }
 
-func (t *table[V]) init(maxKeys int, idle int64, busy func(V) bool) {
+// init makes the shards, each with an empty index whose words are relative
+// to base (Buckets: clock nanos; a Map keeps times, base 0).
+func (t *table[V]) init(maxKeys int, idle int64, busy func(V) bool, base int64) {
 	n := shardCount(maxKeys)
 	t.seed = maphash.MakeSeed()
 	t.shift = uint(64 - bits.TrailingZeros(uint(n)))
 	t.shards = make([]shard[V], n)
+	for i := range t.shards {
+		t.shards[i].ix.Store(&index[V]{base: base})
+	}
 	t.maxKeys = int64(maxKeys)
 	t.idle = idle
 	t.busy = busy
@@ -76,7 +88,7 @@ func (t *table[V]) shardOf(h uint64) *shard[V] {
 }
 
 // reserve sweeps s for idle keys and then takes room for one more key under
-// maxKeys, if there is any. The caller holds s's write lock.
+// maxKeys, if there is any. The caller holds s's lock.
 //
 // The cap is one atomic count over all shards rather than a share per
 // shard: hashed keys never spread evenly, and per-shard shares would start
@@ -98,28 +110,23 @@ func (t *table[V]) reserve(s *shard[V], now int64) bool {
 	return false
 }
 
-// count adds an admission or a rejection to s's counters; a cancelled wait
+// count adds an admission or a rejection to the counters; a cancelled wait
 // (or any error that is not a rejection) is neither.
-func count[V any](s *shard[V], err error) {
+func (t *table[V]) count(err error) {
 	switch {
 	case err == nil:
-		s.counters.Admit()
+		t.counters.Admit()
 	case sluice.ReasonOf(err) != sluice.ReasonUnknown:
-		s.counters.Reject(sluice.ReasonOf(err))
+		t.counters.Reject(sluice.ReasonOf(err))
 	}
 }
 
 // stats sums the shards' counters without taking any lock.
 func (t *table[V]) stats() Stats {
 	st := Stats{Keys: int(t.live.Load()), MaxKeys: int(t.maxKeys)}
+	t.counters.Fill(&st.Stats)
 	for i := range t.shards {
 		s := &t.shards[i]
-		var c sluice.Stats
-		s.counters.Fill(&c)
-		st.Admitted += c.Admitted
-		for r, v := range c.Rejected {
-			st.Rejected[r] += v
-		}
 		st.Created += s.created.Load()
 		st.Evicted += s.evicted.Load()
 		st.Overflowed += s.overflowed.Load()

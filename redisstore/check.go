@@ -9,10 +9,12 @@ import (
 )
 
 // ErrScript is matched by the error of Check when Redis refuses the
-// limiters' Lua scripts: a server older than 3.2 (no
-// redis.replicate_commands, needed to write after TIME), or one where
+// limiters' Lua scripts: a server older than 5.0 (a script that writes
+// after TIME needs effects replication, the default since 5.0; asking for
+// it with redis.replicate_commands on every call spent Redis's time for
+// nothing on newer servers), or one where
 // EVAL, EVALSHA or SCRIPT is disabled or renamed.
-var ErrScript = errors.New("redisstore: Redis refused the limiter scripts (needs Redis >= 3.2 with EVAL, EVALSHA and SCRIPT)")
+var ErrScript = errors.New("redisstore: Redis refused the limiter scripts (needs Redis >= 5.0 with EVAL, EVALSHA and SCRIPT)")
 
 var allScripts = []*redis.Script{gcraScript, refundScript, acquireScript, renewScript, releaseScript, heartbeatScript}
 
@@ -31,7 +33,11 @@ func (s *Store) Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrScript, err)
 	}
-	if _, err := parseGCRA(v); err != nil {
+	r := reply(&call{script: gcraScript}, v, nil)
+	if r.err != nil {
+		return fmt.Errorf("%w: %v", ErrScript, r.err)
+	}
+	if _, err := parseGCRA(r.val); err != nil {
 		return fmt.Errorf("%w: %v", ErrScript, err)
 	}
 	return nil

@@ -8,62 +8,80 @@ import (
 )
 
 // gcraScript is the shared token bucket, GCRA (overload_science.md §14.1)
-// over one string key holding the TAT, the theoretical arrival time: the
-// time at which the bucket will be full again, in µs since gcraEpoch on
-// Redis's clock (TIME), so the replicas' clocks never matter. A bucket of
-// Burst tokens refilling one token every T µs is full when TAT <= now; it
-// admits n tokens when TAT + n·T − Burst·T <= now (+ the allowed wait).
+// over one string key per bucket holding the TAT, the theoretical arrival
+// time: the time at which the bucket will be full again, in µs since
+// gcraEpoch on Redis's clock (TIME), so the replicas' clocks never matter.
+// A bucket of Burst tokens refilling one token every T µs is full when
+// TAT <= now; it admits n tokens when TAT + n·T − Burst·T <= now (+ the
+// allowed wait).
 //
-// KEYS[1] the bucket. ARGV: T (µs per token, a float), burst, n (tokens
-// wanted), k (tokens taken if available, k >= n: the batched mode takes k
-// and spends them locally), maxwait (µs the caller may wait for its tokens;
-// 0 for a decision now).
+// One call decides any number of buckets (concurrent decisions share it:
+// Redis spends about as much on calling a script as on one decision):
+// KEYS[i] is a bucket, and ARGV[5i-4..5i] its T (µs per token, a float),
+// burst, n (tokens wanted), k (tokens taken if available, k >= n: the
+// batched mode takes k and spends them locally), maxwait (µs the caller
+// may wait for its tokens; 0 for a decision now). A key may come twice:
+// the decisions run in order.
 //
-// Reply: {allowed, remaining, retry_or_wait_us, reset_us, granted, retry1_us}.
-// Allowed: wait_us is how long the caller must wait before acting (0 now).
-// Rejected: retry_us is rounded up, so that a caller that waits exactly
-// that long is admitted (brandur/redis-cell#56), and retry1_us is when one
-// token will be there (the over-limit cache keeps it). The key's TTL is the
-// time until the bucket is full: an idle key vanishes.
+// Reply: an array with, per key, {allowed, remaining, retry_or_wait_us,
+// reset_us, granted, retry1_us}, or the error of that key alone (a key
+// holding another type, a full Redis; with one key, the call's error). Allowed: wait_us is how long the
+// caller must wait before acting (0 now). Rejected: retry_us is rounded
+// up, so that a caller that waits exactly that long is admitted
+// (brandur/redis-cell#56), and retry1_us is when one token will be there
+// (the over-limit cache keeps it). The key's TTL is the time until the
+// bucket is full: an idle key vanishes.
 //
 // Times stay below 2^53 µs (285 years after the epoch) so a double holds
 // them exactly; the epoch only keeps the fractional part of the TAT fine.
 var gcraScript = redis.NewScript(`
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now = (tonumber(t[1]) - 1700000000) * 1000000 + tonumber(t[2])
-local T = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-local k = tonumber(ARGV[4])
-local maxwait = tonumber(ARGV[5])
-local tau = T * burst
-local tat = tonumber(redis.call('GET', KEYS[1]) or '') or now
-if tat < now then tat = now end
-local avail = math.floor((now + tau - tat) / T + 1e-6)
-local g = n
-if k > n and avail > n then g = math.min(k, avail) end
-local new = tat + T * g
-local wait = new - tau - now
-if wait > maxwait + 0.001 then
-  local retry = math.ceil(tat + T * n - tau - now - 0.001)
-  local retry1 = math.ceil(tat + T - tau - now - 0.001)
-  if retry1 < 0 then retry1 = 0 end
-  if avail < 0 then avail = 0 end
-  return {0, avail, retry, math.ceil(tat - now), 0, retry1}
+local function decide(key, T, burst, n, k, maxwait)
+  local tau = T * burst
+  local tat = tonumber(redis.call('GET', key) or '') or now
+  if tat < now then tat = now end
+  local avail = math.floor((now + tau - tat) / T + 1e-6)
+  local g = n
+  if k > n and avail > n then g = math.min(k, avail) end
+  local new = tat + T * g
+  local wait = new - tau - now
+  if wait > maxwait + 0.001 then
+    local retry = math.ceil(tat + T * n - tau - now - 0.001)
+    local retry1 = math.ceil(tat + T - tau - now - 0.001)
+    if retry1 < 0 then retry1 = 0 end
+    if avail < 0 then avail = 0 end
+    return {0, avail, retry, math.ceil(tat - now), 0, retry1}
+  end
+  redis.call('SET', key, string.format('%.17g', new), 'PX', math.ceil((new - now) / 1000))
+  local w = 0
+  if wait > 0 then w = math.ceil(wait - 0.001) end
+  local rem = math.floor((now + tau - new) / T + 1e-6)
+  if rem < 0 then rem = 0 end
+  return {1, rem, w, math.ceil(new - now), g, 0}
 end
-redis.call('SET', KEYS[1], string.format('%.17g', new), 'PX', math.ceil((new - now) / 1000))
-local w = 0
-if wait > 0 then w = math.ceil(wait - 0.001) end
-local rem = math.floor((now + tau - new) / T + 1e-6)
-if rem < 0 then rem = 0 end
-return {1, rem, w, math.ceil(new - now), g, 0}
+if #KEYS == 1 then
+  return {decide(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))}
+end
+local out = {}
+for i = 1, #KEYS do
+  local j = 5 * (i - 1)
+  local ok, r = pcall(decide, KEYS[i], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]),
+    tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5]))
+  if not ok then
+    if type(r) == 'table' and r.err then r = {err = r.err} else r = {err = tostring(r)} end
+  end
+  out[i] = r
+end
+return out
 `)
+
+// gcraArgs is the number of ARGV per key of gcraScript.
+const gcraArgs = 5
 
 // refundScript gives back n tokens (Permit.Cancel): the TAT moves back by
 // n·T, never before now (a bucket holds at most Burst tokens).
 var refundScript = redis.NewScript(`
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local tat = tonumber(redis.call('GET', KEYS[1]) or '')
 if not tat then return 0 end
 local t = redis.call('TIME')

@@ -12,7 +12,6 @@ import (
 // clock: each replica's member is scored by the time its announcement
 // expires (3 heartbeats), expired members are removed, the rest counted.
 var heartbeatScript = redis.NewScript(`
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])

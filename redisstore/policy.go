@@ -3,6 +3,7 @@ package redisstore
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -91,6 +92,27 @@ type LimiterStats struct {
 
 func (c *counters) limiterStats() LimiterStats {
 	return LimiterStats{Fallbacks: c.fallbacks.Load(), CacheHits: c.cacheHits.Load(), Local: c.local.Load()}
+}
+
+// fail applies policy f to a decision the store could not make: admit
+// with a permit that holds nothing (FailOpen), reject with ReasonStore and
+// the breaker's cooldown as retry-after (FailClosed), or decide with the
+// local limiter (FailLocal). The one place every limiter's policy lives.
+func (c *counters) fail(f Failure, cooldown time.Duration, local func() (sluice.Permit, error)) (sluice.Permit, error) {
+	c.fallbacks.Add(1)
+	switch f {
+	case FailClosed:
+		return sluice.Permit{}, c.reject(sluice.Reject(sluice.ReasonStore, cooldown))
+	case FailLocal:
+		p, err := local()
+		if err != nil {
+			return sluice.Permit{}, c.reject(err)
+		}
+		c.admitted.Add(1)
+		return p, nil
+	}
+	c.admitted.Add(1)
+	return sluice.Permit{}, nil
 }
 
 // localFor keeps the failure policy's local limiter, rebuilt when the

@@ -70,8 +70,8 @@ type RateConfig struct {
 type Buckets struct {
 	s     *Store
 	cfg   RateConfig
-	t     string // µs per token, formatted once
-	burst string
+	t     any // µs per token, formatted once (a string)
+	burst any // a string
 	cache *overLimit
 	res   *reservoirs
 	hold  int64 // ns a batched token may stay unspent
@@ -182,7 +182,11 @@ func (b *Buckets) checkN(key string, n int) error {
 }
 
 func (b *Buckets) eval(key string, n, k int, maxWaitUs int64) (gcraReply, error) {
-	v, err := b.s.eval(gcraScript, []string{b.cfg.Prefix + "{" + key + "}"}, b.t, b.burst, n, k, maxWaitUs)
+	c := getCall(gcraScript)
+	c.keyBuf[0] = b.cfg.Prefix + "{" + key + "}"
+	c.argBuf = [gcraArgs]any{b.t, b.burst, n, k, maxWaitUs}
+	c.keys, c.args = c.keyBuf[:], c.argBuf[:]
+	v, err := b.s.do(c)
 	if err != nil {
 		return gcraReply{}, err
 	}
@@ -257,7 +261,7 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 	}
 	r, err := b.eval(key, n, k, min(int64(maxWait/time.Microsecond), maxMicros))
 	if err != nil {
-		return b.fail(ctx, wait, key, n, err)
+		return b.fail(ctx, wait, key, n)
 	}
 	if !r.allowed {
 		now = b.s.now()
@@ -279,43 +283,30 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 	return p, nil
 }
 
-// fail applies the failure policy to a decision the store could not make.
-func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int, err error) (sluice.Permit, error) {
-	_ = err // counted by the store; the policy does not depend on which failure
-	b.c.fallbacks.Add(1)
-	switch b.cfg.Failure {
-	case FailClosed:
-		return sluice.Permit{}, b.c.reject(sluice.Reject(sluice.ReasonStore, b.s.cfg.BreakerCooldown))
-	case FailLocal:
-		lim, lerr := b.local.get(b.replicas(), b.buildLocal)
-		if lerr != nil {
-			return sluice.Permit{}, lerr
+// fail applies the failure policy to a decision the store could not make
+// (the store counted why).
+func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int) (sluice.Permit, error) {
+	return b.c.fail(b.cfg.Failure, b.s.cfg.BreakerCooldown, func() (sluice.Permit, error) {
+		lim, err := b.local.get(b.replicas(), b.buildLocal)
+		if err != nil {
+			return sluice.Permit{}, err
 		}
-		var p sluice.Permit
-		var e error
 		switch {
 		case wait && n == 1:
-			p, e = lim.Acquire(ctx, key)
+			return lim.Acquire(ctx, key)
 		case n == 1:
-			p, e = lim.TryAcquire(key)
-		default:
-			// The local buckets take one token at a time; a weighted
-			// request that finds fewer than n loses those it took, which
-			// errs on the strict side while Redis is away.
-			for i := 0; i < n && e == nil; i++ {
-				if !lim.Allow(key) {
-					e = sluice.RejectQuota(sluice.ReasonRate, 0)
-				}
+			return lim.TryAcquire(key)
+		}
+		// The local buckets take one token at a time; a weighted request
+		// that finds fewer than n loses those it took, which errs on the
+		// strict side while Redis is away.
+		for range n {
+			if !lim.Allow(key) {
+				return sluice.Permit{}, sluice.RejectQuota(sluice.ReasonRate, 0)
 			}
 		}
-		if e != nil {
-			return sluice.Permit{}, b.c.reject(e)
-		}
-		b.c.admitted.Add(1)
-		return p, nil
-	}
-	b.c.admitted.Add(1)
-	return sluice.Permit{}, nil // FailOpen: a permit that holds nothing
+		return sluice.Permit{}, nil
+	})
 }
 
 func (b *Buckets) replicas() int {

@@ -19,8 +19,7 @@ const (
 	DefaultBreakerThreshold = 3
 	DefaultBreakerCooldown  = 500 * time.Millisecond
 	DefaultMaxBatch         = 128
-	DefaultBatchWindow      = 50 * time.Microsecond
-	DefaultPipelines        = 4
+	DefaultPipelines        = 1
 )
 
 // Errors of a store call. A limiter never returns them: it applies its
@@ -55,9 +54,14 @@ func sentMaybe(err error) bool {
 // Config configures a Store. The zero value works: every field has a
 // default.
 type Config struct {
-	// Timeout bounds every store call, queueing for a pipeline included:
-	// past it the call fails and the limiter applies its failure policy.
-	// Default DefaultTimeout (5 ms); 100 µs to 10 s.
+	// Timeout bounds every decision that goes to Redis, queueing for a
+	// pipeline included: the failure policy has answered by then. A call
+	// gives up on Redis min(Timeout/2, 2 ms) earlier, the margin for Go's
+	// timers, which fire up to about a millisecond late (see giveUp): with
+	// the default 5 ms, Redis has 3 ms to answer. For a client given to
+	// New, go-redis honours the deadline on its sockets only with
+	// ContextTimeoutEnabled (Open sets it). Default DefaultTimeout (5 ms);
+	// 100 µs to 10 s.
 	Timeout time.Duration
 	// BreakerThreshold is the number of consecutive failed calls that
 	// open the circuit breaker. Default 3; 1 to 1000.
@@ -68,12 +72,19 @@ type Config struct {
 	// MaxBatch is the most calls sent in one pipeline. Default 128;
 	// 1 (no pipelining) to 10,000.
 	MaxBatch int
-	// BatchWindow is how long a pipeline waits for more calls once it has
-	// at least two; a lone call never waits. Default DefaultBatchWindow;
-	// at most 1 ms; negative: no wait (a pipeline takes what is queued when
-	// it starts, and calls arriving meanwhile go in the next one).
+	// BatchWindow, if > 0, is how long a pipeline waits for more calls
+	// once it has at least two (a lone call never waits); at most 1 ms.
+	// Default 0: no wait. A pipeline takes what is queued when it starts,
+	// and the calls that come during its round trip make the next one,
+	// which batches as much as there is load; a window only added latency
+	// and CPU in the benchmarks (bench/redis), Go timers of microseconds
+	// firing late.
 	BatchWindow time.Duration
-	// Pipelines is the number of pipelines in flight at once. Default 4;
+	// Pipelines is the number of pipelines in flight at once, besides a
+	// call sent directly when nothing else is under way. Default 1: the
+	// calls that queue during one round trip all go in the next, which is
+	// what costs Redis least per decision; more pipelines make smaller
+	// batches (measured: half the decisions per second at 4 on 2 cores).
 	// 1 to 64.
 	Pipelines int
 	// Heartbeat, if > 0, is how often the store announces its replica in
@@ -99,10 +110,7 @@ func (c *Config) fill() error {
 		return err
 	}
 	if c.BatchWindow > time.Millisecond {
-		return sluice.NewConfigError("redisstore", "Config.BatchWindow", c.BatchWindow, "must be at most 1ms (negative: no wait)")
-	}
-	if c.BatchWindow == 0 {
-		c.BatchWindow = DefaultBatchWindow
+		return sluice.NewConfigError("redisstore", "Config.BatchWindow", c.BatchWindow, "must be at most 1ms (0 or negative: no wait)")
 	}
 	if err := intField("Config.Pipelines", &c.Pipelines, DefaultPipelines, 1, 64); err != nil {
 		return err
@@ -129,15 +137,18 @@ type Store struct {
 	wg     sync.WaitGroup
 	start  time.Time
 	closed atomic.Bool
-	direct atomic.Bool // a call is running on its caller's goroutine
+	// pending counts the calls under way: a call that finds none runs
+	// on its caller's goroutine.
+	pending atomic.Int64
 
-	replicas atomic.Int64
-	rtt      hist
-	calls    atomic.Uint64
-	errs     atomic.Uint64
-	timeouts atomic.Uint64
-	shorted  atomic.Uint64 // calls refused by the open breaker
-	batches  atomic.Uint64
+	replicas   atomic.Int64
+	rtt        hist
+	calls      atomic.Uint64
+	errs       atomic.Uint64
+	timeouts   atomic.Uint64
+	shorted    atomic.Uint64 // calls refused by the open breaker
+	roundTrips atomic.Uint64
+	merge      bool // decisions may share one script call (a single node)
 }
 
 // New returns a Store over client (single node, Sentinel or Cluster).
@@ -153,10 +164,11 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		client: client,
 		cfg:    cfg,
 		br:     newBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown),
-		queue:  make(chan *call, cfg.MaxBatch*cfg.Pipelines),
+		queue:  make(chan *call, cfg.MaxBatch*(cfg.Pipelines+1)),
 		quit:   make(chan struct{}),
 		start:  time.Now(),
 	}
+	_, s.merge = client.(*redis.Client) // not a Cluster nor a Ring: every key on one server
 	s.replicas.Store(1)
 	for range cfg.Pipelines {
 		s.wg.Add(1)
@@ -201,7 +213,7 @@ type StoreStats struct {
 	BreakerRejects uint64 // calls refused at once by the open breaker
 	BreakerTrips   uint64 // times the breaker opened
 	Breaker        BreakerState
-	Pipelines      uint64 // round trips (pipelines) sent
+	RoundTrips     uint64 // round trips to Redis: direct calls and pipelines
 	Replicas       int    // live replicas by the heartbeat (1 without)
 	// RoundTrip is the histogram of call durations as callers saw them
 	// (queueing for the pipeline included), and RoundTripSum their sum.
@@ -215,7 +227,7 @@ func (s *Store) Stats() StoreStats {
 	return StoreStats{
 		Calls: s.calls.Load(), Errors: s.errs.Load(), Timeouts: s.timeouts.Load(),
 		BreakerRejects: s.shorted.Load(), BreakerTrips: s.br.trips.Load(), Breaker: s.br.current(),
-		Pipelines: s.batches.Load(), Replicas: s.Replicas(), RoundTrip: b, RoundTripSum: sum,
+		RoundTrips: s.roundTrips.Load(), Replicas: s.Replicas(), RoundTrip: b, RoundTripSum: sum,
 	}
 }
 
@@ -223,32 +235,49 @@ func (s *Store) Stats() StoreStats {
 // least 1 (1 without a heartbeat).
 func (s *Store) Replicas() int { return int(max(1, s.replicas.Load())) }
 
-// eval runs script through a pipeline and returns its reply, within the
-// store's timeout. It never blocks longer than Timeout, whatever Redis
-// does: the caller stops waiting and the pipeline's late answer is
-// dropped.
+// eval runs script with keys and args in one round trip (alone or in a
+// pipeline) and returns its reply, within the store's timeout.
 func (s *Store) eval(script *redis.Script, keys []string, args ...any) (any, error) {
+	c := getCall(script)
+	c.keys, c.args = keys, args
+	return s.do(c)
+}
+
+// do runs c and returns its reply. It never blocks much past Timeout,
+// whatever Redis does: a queued caller stops waiting and the pipeline's
+// late answer is dropped; a caller on the direct path gives go-redis a
+// deadline with room to unwind. c goes back to the pool when nothing else
+// holds it.
+func (s *Store) do(c *call) (any, error) {
 	if s.closed.Load() {
+		putCall(c)
 		return nil, ErrClosed
 	}
 	t0 := s.now()
 	if !s.br.allow(t0) {
+		putCall(c)
 		s.shorted.Add(1)
 		return nil, ErrBreakerOpen
 	}
 	s.calls.Add(1)
+	c.deadline = t0 + int64(s.cfg.Timeout)
 	var r result
-	if s.direct.CompareAndSwap(false, true) {
-		// Nobody else is calling directly: run on the caller's goroutine,
-		// one round trip with no hand-off (a lone caller pays nothing for
-		// pipelining). The context's deadline bounds the dial, the pool
-		// wait and the socket reads.
-		ctx, cancel := context.WithTimeout(context.Background(), s.budget())
-		r.val, r.err = script.Run(ctx, s.client, keys, args...).Result()
-		cancel()
-		s.direct.Store(false)
+	reuse := true
+	if s.pending.Add(1) == 1 {
+		// Nothing else under way: run on the caller's goroutine, one
+		// round trip with no hand-off (a lone caller pays nothing for
+		// pipelining). Calls that come meanwhile go to the flusher, which
+		// sends all it finds queued in one round trip.
+		s.roundTrips.Add(1)
+		c.ctx.arm(s.at(s.giveUp(c)))
+		r.val, r.err = s.run(c.ctx, c)
+		reuse = c.ctx.disarm()
 	} else {
-		r = s.pipelined(script, keys, args)
+		r, reuse = s.pipelined(c)
+	}
+	s.pending.Add(-1)
+	if reuse {
+		putCall(c)
 	}
 	t1 := s.now()
 	s.rtt.record(time.Duration(t1 - t0))
@@ -266,13 +295,6 @@ func (s *Store) eval(script *redis.Script, keys []string, args ...any) (any, err
 	s.br.done(t1, true)
 	return r.val, nil
 }
-
-// budget is the deadline given to go-redis: 4/5 of Timeout. Past a
-// socket deadline go-redis still closes the connection and unwinds, which
-// takes up to about a millisecond on a loaded machine (measured: a 5 ms
-// deadline returned after 5.2-6.6 ms); the rest of Timeout is for that, so
-// that the decision answers within Timeout.
-func (s *Store) budget() time.Duration { return s.cfg.Timeout - s.cfg.Timeout/5 }
 
 // isTimeout reports a network timeout (a socket deadline).
 func isTimeout(err error) bool {

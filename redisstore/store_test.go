@@ -101,7 +101,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // A server that refuses scripting (here: EVAL, EVALSHA and SCRIPT renamed
-// away, as on a locked-down or pre-3.2 server) fails Check with ErrScript;
+// away, as on a locked-down or pre-5.0 server) fails Check with ErrScript;
 // decisions meanwhile follow the failure policy.
 func TestCheckRefusedScripts(t *testing.T) {
 	rs, err := redistest.Start("--rename-command", "EVAL", "", "--rename-command", "EVALSHA", "", "--rename-command", "SCRIPT", "")

@@ -114,27 +114,3 @@ func (c *Counters) Fill(s *sluice.Stats) {
 	s.Admitted = sum[0]
 	copy(s.Rejected[:], sum[1:])
 }
-
-// Fixed is a set of counters that never spreads into stripes, for counters
-// that something else already spreads: keyed's per-shard counters, where
-// every shard's stripes would add lines for the cache to miss on (64 shards
-// × 16 stripes is 128 KiB walked at random) and two cores rarely meet.
-type Fixed struct{ s slots }
-
-// Admit counts one admission.
-func (c *Fixed) Admit() { c.s[0].Add(1) }
-
-// Reject counts one rejection for r.
-func (c *Fixed) Reject(r sluice.Reason) {
-	if int(r) < sluice.NumReasons {
-		c.s[1+int(r)].Add(1)
-	}
-}
-
-// Fill copies the counters into s.
-func (c *Fixed) Fill(s *sluice.Stats) {
-	s.Admitted = c.s[0].Load()
-	for i := range s.Rejected {
-		s.Rejected[i] = c.s[1+i].Load()
-	}
-}

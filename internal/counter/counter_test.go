@@ -82,15 +82,3 @@ func BenchmarkCountersParallel(b *testing.B) {
 		}
 	})
 }
-
-func TestFixed(t *testing.T) {
-	var c Fixed
-	c.Admit()
-	c.Reject(sluice.ReasonRate)
-	c.Reject(sluice.NumReasons)
-	var s sluice.Stats
-	c.Fill(&s)
-	if s.Admitted != 1 || s.Rejected[sluice.ReasonRate] != 1 || s.RejectedTotal() != 1 {
-		t.Errorf("Fill = %+v, want 1 admitted, 1 rejected for rate", s)
-	}
-}

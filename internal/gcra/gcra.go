@@ -128,6 +128,14 @@ func (p *Params) Take(e, u, n, maxWait int64) (ne, wait int64, ok bool) {
 	return ne, max(wait, 0), true
 }
 
+// TakeOne is Take(e, u, 1, 0) in Rate mode, small enough to inline: the
+// common admission (rate.Bucket.Allow). ok reports that the token is there
+// at u; when !ok the word must not change, and SatSub(ne, u) is the wait.
+func (p *Params) TakeOne(e, u int64) (ne int64, ok bool) {
+	ne = satAdd(max(e, u-p.Tau), p.Interval) // |u| <= 2^61, Tau < 2^60: no overflow
+	return ne, ne <= u
+}
+
 // Refund gives n tokens back. The clamp to the burst happens when tokens are
 // next read (start := max(E, now−Tau)), so a refund needs no time.
 func (p *Params) Refund(e, n int64) int64 {

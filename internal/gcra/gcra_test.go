@@ -2,6 +2,7 @@ package gcra
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -261,5 +262,37 @@ func TestFull(t *testing.T) {
 	}
 	if inf := Compile(math.Inf(1), 0); !inf.Full(0, 0, time.Hour) {
 		t.Error("Inf: a bucket is always full")
+	}
+}
+
+// TakeOne is Take of one token with no wait, in Rate mode, for any word
+// and any time Units can return, including saturated words.
+func TestTakeOneIsTake(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, rate := range []float64{1e-6, 1, 10, 1e3, 1e9, 1e12, 1e15, 1e19} {
+		for _, burst := range []int64{1, 2, 100, 1 << 20} {
+			p := Compile(rate, burst)
+			if p.Mode != Rate {
+				continue
+			}
+			for range 20_000 {
+				u := rng.Int64N(2*p.Lim) - p.Lim
+				u <<= p.Shift
+				var e int64
+				switch rng.IntN(4) {
+				case 0:
+					e = p.Initial()
+				case 1:
+					e = EMax
+				default:
+					e = u + rng.Int64N(4*p.Tau+2*p.Interval+1) - 2*p.Tau
+				}
+				ne, wait, ok := p.Take(e, u, 1, 0)
+				ne1, ok1 := p.TakeOne(e, u)
+				if ok1 != ok || (ok && ne1 != ne) || (!ok && SatSub(ne1, u) != wait) {
+					t.Fatalf("rate %g burst %d e %d u %d: Take = %d %d %v, TakeOne = %d %v", rate, burst, e, u, ne, wait, ok, ne1, ok1)
+				}
+			}
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
+	redisbench "github.com/sluicehq/sluice/bench/redis"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/redisstore/redistest"
 )
@@ -32,16 +33,32 @@ var (
 	only    = flag.Int("callers", 0, "run only the admitted case with this many callers")
 )
 
+var meter *redisbench.CPU
+
 type decide func(caller int) bool // false: an error or an unexpected answer
 
 type tally struct {
 	ops, bad int64
 	dur      time.Duration
 	lat      []time.Duration
+	cpu      redisbench.Sample
 }
 
 // runSlice runs callers goroutines calling f for d and adds to t.
 func runSlice(t *tally, callers int, d time.Duration, f decide) {
+	c0, err := meter.Now()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		c1, err := meter.Now()
+		if err != nil {
+			log.Fatal(err)
+		}
+		u := c1.Sub(c0)
+		t.cpu.Client += u.Client
+		t.cpu.Server += u.Server
+	}()
 	var ops, bad atomic.Int64
 	lat := make([][]time.Duration, callers)
 	start := time.Now()
@@ -83,14 +100,21 @@ func (t *tally) p99() time.Duration {
 	return t.lat[len(t.lat)*99/100]
 }
 
+// cpuPer is the client and server CPU per decision, in µs.
+func (t *tally) cpuPer() string {
+	n := float64(max(t.ops, 1))
+	return fmt.Sprintf("%.1f + %.1f", float64(t.cpu.Client.Nanoseconds())/1e3/n, float64(t.cpu.Server.Nanoseconds())/1e3/n)
+}
+
 func ab(name string, callers int, a, b decide) {
 	var ta, tb tally
 	for range *nslices {
 		runSlice(&ta, callers, *slice, a)
 		runSlice(&tb, callers, *slice, b)
 	}
-	fmt.Printf("| %s | %d | %.0f | %v | %.0f | %v | **%.2f×** | %d / %d |\n", name, callers,
-		ta.rate(), ta.p99().Round(time.Microsecond/10), tb.rate(), tb.p99().Round(time.Microsecond/10),
+	fmt.Printf("| %s | %d | %.0f | %v | %s | %.0f | %v | %s | **%.2f×** | %d / %d |\n", name, callers,
+		ta.rate(), ta.p99().Round(time.Microsecond/10), ta.cpuPer(),
+		tb.rate(), tb.p99().Round(time.Microsecond/10), tb.cpuPer(),
 		ta.rate()/tb.rate(), ta.bad, tb.bad)
 }
 
@@ -102,6 +126,9 @@ func main() {
 	}
 	defer srv.Close()
 	ctx := context.Background()
+	if meter, err = redisbench.NewCPU(ctx, srv.Addr()); err != nil {
+		log.Fatal(err)
+	}
 	store, err := redisstore.Open(srv.URL(), redisstore.Config{Timeout: time.Second, BreakerThreshold: 1000, Pipelines: *pipes, BatchWindow: *window})
 	if err != nil {
 		log.Fatal(err)
@@ -126,8 +153,8 @@ func main() {
 	sluiceAllow := func(c int) bool { r, err := open.Allow(keys[c], 1); return err == nil && r.Allowed }
 	rrAllow := func(c int) bool { r, err := rr.Allow(ctx, keys[c], openLim); return err == nil && r.Allowed == 1 }
 
-	fmt.Println("| case | callers | sluice decisions/s | sluice p99 | redis_rate decisions/s | redis_rate p99 | ratio | errors (sluice / redis_rate) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| case | callers | sluice decisions/s | sluice p99 | sluice CPU µs/decision (client + server) | redis_rate decisions/s | redis_rate p99 | redis_rate CPU µs/decision | ratio | errors (sluice / redis_rate) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, callers := range []int{1, 16, 64} {
 		if *only == 0 || *only == callers {
 			ab("admitted, one key per caller", callers, sluiceAllow, rrAllow)

@@ -90,7 +90,9 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 		}
 		s.Load.Retries = sim.Retries{}
 	}
-	org, err := origin.New(origin.Config{Origin: s.Origin, Seed: s.Seed + 1})
+	// The scenario's seed: the origin draws the simulator's service times
+	// and the generator sends at the simulator's times.
+	org, err := origin.New(origin.Config{Origin: s.Origin, Seed: s.Seed})
 	if err != nil {
 		return nil, err
 	}

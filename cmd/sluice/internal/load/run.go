@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,10 +40,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 
-	seed := c.Seed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
 	rec := newRecorder(&c)
 	r := &runner{cfg: &c, rec: rec, clients: cl, jobs: make(chan job, c.ClientWorkers), stop: make(chan struct{})}
 	r.maxWorkers = c.ClientWorkers
@@ -58,7 +53,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	start := time.Now()
 	stopProgress := r.progress(start)
-	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, seed), start)
+	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, c.Seed), start)
 	r.drain(ctx, cancel)
 	stopProgress()
 
@@ -116,7 +111,12 @@ func (r *runner) send(ctx, reqCtx context.Context, s *schedule, start time.Time)
 		r.rec.sent(off, lag)
 		r.outstanding.Add(1)
 		r.jobs <- job{k: k, due: due, off: off} // never blocks: outstanding < its capacity
-		if r.idle.Load() == 0 && r.workers < r.maxWorkers {
+		// One more worker when more jobs wait than workers idle: a burst
+		// pushes its jobs faster than idle workers wake to take them, and
+		// checking for no idle worker at all started too few, so that a
+		// burst of 200 went out through the 50 workers a previous burst
+		// had left idle, each as the one before it was answered.
+		if int64(len(r.jobs)) > r.idle.Load() && r.workers < r.maxWorkers {
 			r.workers++
 			r.wg.Add(1)
 			go r.worker(reqCtx, start)

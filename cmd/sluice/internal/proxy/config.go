@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // Config is the proxy's config file. Every field is documented, with its
@@ -56,6 +57,12 @@ type ClientIPConfig struct {
 	IPv6Prefix     int      `yaml:"ipv6_prefix" json:"ipv6_prefix"`
 }
 
+// httplimit is the client_ip section as httplimit reads it; validate
+// checked it.
+func (ip ClientIPConfig) httplimit() httplimit.IPConfig {
+	return httplimit.IPConfig{TrustedProxies: ip.TrustedProxies, ProxyHeader: ip.Header, IPv6Prefix: ip.IPv6Prefix}
+}
+
 // Route sends the requests it matches to an upstream, through a policy.
 type Route struct {
 	Name          string        `yaml:"name" json:"name"`
@@ -67,6 +74,10 @@ type Route struct {
 	Timeout       time.Duration `yaml:"timeout" json:"timeout"`
 	StreamAfter   time.Duration `yaml:"stream_after" json:"stream_after"`
 	FlushInterval time.Duration `yaml:"flush_interval" json:"flush_interval"`
+	// OnClientGone is what a request whose client left before the
+	// upstream's answer does: wait for it (its limits count it until the
+	// upstream is done) or cancel (see gone.go).
+	OnClientGone string `yaml:"on_client_gone" json:"on_client_gone"`
 }
 
 // Policy is the limits a request passes before it goes upstream: every one

@@ -107,18 +107,14 @@ routes:
 	open[0].Close()
 	// The slot frees when the proxy sees the close: retry until it has,
 	// a bounded number of times.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var code int
+	if !waitFor(10*time.Second, func() bool {
 		c := dialProxy(t, p)
-		code := roundTrip(t, c, bufio.NewReader(c))
-		c.Close()
-		if code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection served 10s after one closed: %d", code)
-		}
-		time.Sleep(10 * time.Millisecond)
+		defer c.Close()
+		code = roundTrip(t, c, bufio.NewReader(c))
+		return code == 200
+	}) {
+		t.Fatalf("no connection served 10s after one closed: %d", code)
 	}
 }
 

@@ -22,8 +22,9 @@
 //   - store.go: a shared store (StoreSpec) opened, and its metrics;
 //     shared.go: a policy's limiters in a store;
 //   - outcome.go: how a proxied request ends for the limiters (5xx and
-//     timeouts are Dropped, a departed client Ignore, long-lived requests
-//     give their permits back early, as Ignore);
+//     timeouts are Dropped, long-lived requests give their permits back
+//     early, as Ignore); gone.go: a client that went away before the
+//     upstream answered (its permits held until the upstream is done);
 //   - server.go: the serving state, hot reload (a new state built in full,
 //     then swapped; unchanged policies and routes are the same objects),
 //     shutdown; admin.go and metrics.go: the admin API and /metrics.

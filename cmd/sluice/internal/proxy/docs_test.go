@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
 )
 
 // Every field of the config file is documented in docs/proxy.md, by its
@@ -15,33 +17,7 @@ func TestDocsNameEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var leaves []string
-	var walk func(path string, typ reflect.Type)
-	walk = func(path string, typ reflect.Type) {
-		if typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.Struct {
-			path += "[]"
-			typ = typ.Elem()
-		}
-		if typ.Kind() == reflect.Pointer {
-			typ = typ.Elem()
-		}
-		if typ.Kind() != reflect.Struct {
-			leaves = append(leaves, path)
-			return
-		}
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if path != "" {
-				name = path + "." + name
-			}
-			walk(name, f.Type)
-		}
-	}
-	walk("", reflect.TypeFor[Config]())
+	leaves := docKeys(reflect.TypeFor[Config](), "")
 	if len(leaves) < 40 {
 		t.Fatalf("walked only %d fields: the walk is broken", len(leaves))
 	}
@@ -50,6 +26,31 @@ func TestDocsNameEveryField(t *testing.T) {
 			t.Errorf("docs/proxy.md does not document `%s`", p)
 		}
 	}
+}
+
+// docKeys lists the key paths of struct type t as the decoder reads them
+// (yamlfile.Keys), down to the leaves: a list of sections as
+// section[].key, a pointer to a section (policies[].rate) as the section.
+func docKeys(t reflect.Type, prefix string) []string {
+	var leaves []string
+	for _, k := range yamlfile.Keys(t) {
+		path, typ := k.Name, k.Type
+		if prefix != "" {
+			path = prefix + "." + path
+		}
+		if typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.Struct {
+			path, typ = path+"[]", typ.Elem()
+		}
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct {
+			leaves = append(leaves, path)
+			continue
+		}
+		leaves = append(leaves, docKeys(typ, path)...)
+	}
+	return leaves
 }
 
 // The example configs are valid.

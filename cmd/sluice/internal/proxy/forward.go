@@ -4,6 +4,8 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"strings"
+
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // forwarding writes the forwarding headers the upstream sees. A chain a
@@ -13,28 +15,25 @@ import (
 // client address the client chose. Otherwise the chain is replaced by the
 // peer's address, as httputil.ProxyRequest.SetXForwarded does.
 type forwarding struct {
-	trusted   []netip.Prefix
-	forwarded bool // client_ip.header is Forwarded: write an RFC 7239 chain too
+	ip        *httplimit.ClientIP // which peers are trusted, as the client_ip key reads them
+	forwarded bool                // client_ip.header is Forwarded: write an RFC 7239 chain too
 }
 
 func newForwarding(ip ClientIPConfig) forwarding {
-	f := forwarding{forwarded: ip.Header == "Forwarded"}
-	for _, s := range ip.TrustedProxies {
-		if p, err := parsePrefix(s); err == nil { // validate checked them
-			f.trusted = append(f.trusted, p.Masked())
-		}
+	cip, err := httplimit.NewClientIP(ip.httplimit())
+	if err != nil { // validate checked the config
+		panic(err)
 	}
-	return f
+	return forwarding{ip: cip, forwarded: ip.Header == "Forwarded"}
 }
 
 // rewrite runs after SetXForwarded, which set X-Forwarded-For to the peer
 // alone (ReverseProxy drops the inbound forwarding headers before Rewrite).
 func (f forwarding) rewrite(pr *httputil.ProxyRequest) {
-	peer, ok := peerAddr(pr.In.RemoteAddr)
-	if !ok {
+	peer, trusted := f.ip.Peer(pr.In)
+	if !peer.IsValid() {
 		return // SetXForwarded wrote nothing either
 	}
-	trusted := f.isTrusted(peer)
 	if prior := pr.In.Header["X-Forwarded-For"]; trusted && len(prior) > 0 {
 		pr.Out.Header.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+pr.Out.Header.Get("X-Forwarded-For"))
 	}
@@ -50,25 +49,6 @@ func (f forwarding) rewrite(pr *httputil.ProxyRequest) {
 		elem = strings.Join(prior, ", ") + ", " + elem
 	}
 	pr.Out.Header.Set("Forwarded", elem)
-}
-
-func (f forwarding) isTrusted(a netip.Addr) bool {
-	for _, p := range f.trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// peerAddr is the address of a request's TCP peer, IPv4-mapped IPv6 as
-// IPv4 (as httplimit reads it), without its zone.
-func peerAddr(remote string) (netip.Addr, bool) {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return ap.Addr().Unmap().WithZone(""), true
 }
 
 // forwardedNode writes an address as RFC 7239 wants it: IPv6 quoted and

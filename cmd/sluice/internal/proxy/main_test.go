@@ -109,3 +109,17 @@ func newReq(t *testing.T, method, url string) *http.Request {
 	}
 	return req
 }
+
+// waitFor polls cond every 10 ms until it holds, for at most within, and
+// reports whether it held. For what a test cannot wait on directly: the
+// proxy seeing a socket close, a file change, a Redis client closing.
+func waitFor(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}

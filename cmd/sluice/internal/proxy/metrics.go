@@ -19,6 +19,7 @@ type metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
+	abandoned *prometheus.GaugeVec
 	reloads   *prometheus.CounterVec
 	reloadOK  prometheus.Gauge
 	reloadAt  prometheus.Gauge
@@ -42,6 +43,10 @@ func newMetrics(current func() *state) *metrics {
 			Help:    "Time from the request to the end of its answer, by route.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route"}),
+		abandoned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_proxy_abandoned_requests",
+			Help: "Requests whose client went away while the upstream still works on them (on_client_gone: wait): work nobody waits for, by route.",
+		}, []string{"route"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_proxy_config_reloads_total",
 			Help: "Config reloads, by result (success, failure: the old config kept serving).",
@@ -61,7 +66,7 @@ func newMetrics(current func() *state) *metrics {
 	}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
-	m.reg.MustRegister(m.requests, m.duration, m.reloads, m.reloadOK, m.reloadAt,
+	m.reg.MustRegister(m.requests, m.duration, m.abandoned, m.reloads, m.reloadOK, m.reloadAt,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&liveCollector{m: m, current: current})
 	return m
@@ -70,10 +75,11 @@ func newMetrics(current func() *state) *metrics {
 // routeMetrics are one route's series, looked up once rather than per
 // request (a label lookup hashes the values and takes a lock).
 type routeMetrics struct {
-	m     *metrics
-	route string
-	dur   prometheus.Observer
-	codes [600]atomic.Pointer[prometheus.Counter] // by status
+	m         *metrics
+	route     string
+	dur       prometheus.Observer
+	abandoned prometheus.Gauge
+	codes     [600]atomic.Pointer[prometheus.Counter] // by status
 }
 
 // forRoute returns the series of the route named route, shared by its
@@ -84,7 +90,7 @@ func (m *metrics) forRoute(route string) *routeMetrics {
 	if rm := m.routes[route]; rm != nil {
 		return rm
 	}
-	rm := &routeMetrics{m: m, route: route, dur: m.duration.WithLabelValues(route)}
+	rm := &routeMetrics{m: m, route: route, dur: m.duration.WithLabelValues(route), abandoned: m.abandoned.WithLabelValues(route)}
 	m.routes[route] = rm
 	return rm
 }
@@ -122,6 +128,7 @@ func (m *metrics) forget(route string) {
 	m.mu.Unlock()
 	m.requests.DeletePartialMatch(prometheus.Labels{"route": route})
 	m.duration.DeleteLabelValues(route)
+	m.abandoned.DeleteLabelValues(route)
 }
 
 // liveCollector reads the serving config's limiters at each scrape, so

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice"
 )
 
@@ -19,12 +21,14 @@ import (
 //   - an upstream answer of 5xx (502 when the upstream could not be reached,
 //     504 when its headers did not come within the route's timeout) is
 //     Dropped: the upstream is overloaded or failing;
-//   - a client that went away before the answer is Ignore (httplimit sees
-//     the request's context end): it says nothing about the upstream;
-//     except that with an adaptive limit that has a timeout, a client that
-//     left after waiting longer than that timeout is Dropped: it gave up on
-//     an answer too slow for it (the seed 003 client times out at 2.5 s),
-//     and an algorithm that never heard of those would never back off;
+//   - a client that went away before the answer: with on_client_gone:
+//     wait (the default), the upstream's answer, which the proxy waits for
+//     (gone.go); with cancel, Ignore (httplimit sees the request's context
+//     end): it says nothing about the upstream. Either way, with an
+//     adaptive limit that has a timeout, a client that left after waiting
+//     longer than that timeout is Dropped: it gave up on an answer too
+//     slow for it (the seed 003 client times out at 2.5 s), and an
+//     algorithm that never heard of those would never back off;
 //   - any other answer is Success, with the time to the end of the body;
 //   - a long-lived request is Ignore, and gives its permits back as soon as
 //     it is known to be long-lived, so that it neither holds a concurrency
@@ -50,10 +54,19 @@ type reqState struct {
 	status      int
 	bytes       int64
 
+	// On a route whose on_client_gone is wait (gone.go; abandoned is nil
+	// otherwise): where the request is (upWaiting...), its route's gauge
+	// of abandoned requests, and the upstream's answer to a client that
+	// had gone (its status, or 502 or 504 when it did not answer; 0:
+	// none), set and read on the request's goroutine.
+	up         atomic.Int32
+	abandoned  prometheus.Gauge
+	goneStatus int
+
 	mu      sync.Mutex
-	long    atomic.Bool     // long-lived: outcome Ignore; set under mu
-	permits []sluice.Permit // held through detaching limiters; zero once released
-	buf     [2]sluice.Permit
+	long    atomic.Bool      // long-lived: outcome Ignore; set under mu
+	permits []sluice.Permit  // held through detaching limiters; zero once released
+	buf     [3]sluice.Permit // enough for a global permit and a per-key pair
 }
 
 type stateKey struct{}
@@ -74,34 +87,80 @@ func (st *reqState) hold(p sluice.Permit) sluice.Permit {
 	return sluice.NewPermit(st, uint64(len(st.permits)-1))
 }
 
-// Release implements sluice.Releaser for the permits hold returned.
+// holdPair records a and b, to be released and cancelled together (b
+// first), and returns the permit the caller holds instead.
+func (st *reqState) holdPair(a, b sluice.Permit) sluice.Permit {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.permits == nil {
+		st.permits = st.buf[:0]
+	}
+	st.permits = append(st.permits, a, b)
+	return sluice.NewPermit(st, uint64(len(st.permits)-2)|pairToken)
+}
+
+// pairToken marks the token of a pair: the first permit's index, with
+// the second's after it.
+const pairToken = 1 << 32
+
+// Release implements sluice.Releaser for the permits hold and holdPair
+// returned.
 func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duration) {
 	st.mu.Lock()
-	p := st.take(token)
+	p, second := st.take(token)
 	switch {
 	case st.long.Load():
 		o = sluice.Ignore
-	case o == sluice.Ignore && st.dropAfter > 0 && latency >= st.dropAfter && st.ctx != nil && st.ctx.Err() != nil:
-		o = sluice.Dropped
+	case o == sluice.Ignore && st.clientGone():
+		o = st.goneOutcome(latency)
 	}
 	st.mu.Unlock()
+	second.Release(o, latency)
 	p.Release(o, latency)
+}
+
+// goneOutcome is the outcome of a request whose client went away: the
+// upstream's answer when it came (on_client_gone: wait), and Dropped when
+// the client gave up after the adaptive timeout.
+func (st *reqState) goneOutcome(latency time.Duration) sluice.Outcome {
+	o := sluice.Ignore
+	switch {
+	case st.goneStatus >= 500:
+		o = sluice.Dropped
+	case st.goneStatus != 0:
+		o = sluice.Success
+	}
+	if st.dropAfter > 0 && latency >= st.dropAfter {
+		o = sluice.Dropped
+	}
+	return o
 }
 
 // Cancel implements sluice.Releaser.
 func (st *reqState) Cancel(token uint64) {
 	st.mu.Lock()
-	p := st.take(token)
+	p, second := st.take(token)
 	st.mu.Unlock()
+	second.Cancel()
 	p.Cancel()
 }
 
-func (st *reqState) take(token uint64) sluice.Permit {
-	if token >= uint64(len(st.permits)) {
+// take removes the permit of token, and the second of a pair's; st.mu is
+// held.
+func (st *reqState) take(token uint64) (p, second sluice.Permit) {
+	i := token &^ pairToken
+	if token&pairToken != 0 {
+		second = st.takeAt(i + 1)
+	}
+	return st.takeAt(i), second
+}
+
+func (st *reqState) takeAt(i uint64) sluice.Permit {
+	if i >= uint64(len(st.permits)) {
 		return sluice.Permit{}
 	}
-	p := st.permits[token]
-	st.permits[token] = sluice.Permit{}
+	p := st.permits[i]
+	st.permits[i] = sluice.Permit{}
 	return p
 }
 
@@ -113,7 +172,7 @@ func (st *reqState) becomeLong() {
 		return
 	}
 	st.long.Store(true)
-	held := st.buf
+	held := st.buf // as many as a request holds: a global permit, a per-key pair
 	n := copy(held[:], st.permits)
 	for i := range st.permits {
 		st.permits[i] = sluice.Permit{}

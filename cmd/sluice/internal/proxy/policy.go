@@ -211,7 +211,7 @@ func (c *Config) finish(pol *policy, at string, globals []sluice.Limiter, bucket
 	}
 	switch {
 	case buckets != nil && pol.perKeyConc != nil:
-		pol.perKey = detachingKeyed{bothKeyed{buckets, pol.perKeyConc}}
+		pol.perKey = bothKeyed{buckets, pol.perKeyConc} // holds its permits in the request's state itself
 	case buckets != nil:
 		pol.perKey = detachingKeyed{buckets}
 	case pol.perKeyConc != nil:
@@ -245,29 +245,59 @@ func (r *RateSpec) bucketConfig() rate.Config {
 
 // bothKeyed is a per-key token bucket and a per-key concurrency limit, all
 // or nothing: the bucket first, so that a client over its rate never takes
-// a concurrency slot.
+// a concurrency slot. Its two permits are held in the request's state as a
+// pair (reqState.holdPair), so that an admission allocates nothing of its
+// own; sluice.All would be built per request, for the key (4 allocations).
 type bothKeyed struct {
 	b keyedLimiter
 	c *keyed.Map[*concurrency.Limiter]
 }
 
 func (k bothKeyed) Acquire(ctx context.Context, key string) (sluice.Permit, error) {
-	return sluice.All(forKey{k.b, key}, k.c.For(key)).Acquire(ctx)
+	bp, err := k.b.Acquire(ctx, key)
+	if err != nil {
+		return sluice.Permit{}, err
+	}
+	cp, err := k.c.Acquire(ctx, key)
+	if err != nil {
+		bp.Cancel()
+		return sluice.Permit{}, err
+	}
+	if st := stateFrom(ctx); st != nil {
+		return st.holdPair(bp, cp), nil
+	}
+	return newPair(bp, cp), nil
 }
 
+// TryAcquire is for dry run, whose permits are held to the end: a pair of
+// its own (one allocation).
 func (k bothKeyed) TryAcquire(key string) (sluice.Permit, error) {
-	return sluice.All(forKey{k.b, key}, k.c.For(key)).TryAcquire()
+	bp, err := k.b.TryAcquire(key)
+	if err != nil {
+		return sluice.Permit{}, err
+	}
+	cp, err := k.c.TryAcquire(key)
+	if err != nil {
+		bp.Cancel()
+		return sluice.Permit{}, err
+	}
+	return newPair(bp, cp), nil
 }
 
-// forKey is one key of a keyed limiter, as a sluice.Limiter for All.
-type forKey struct {
-	k   keyedLimiter
-	key string
+// pair is two permits released as one, the later first.
+type pair [2]sluice.Permit
+
+func newPair(a, b sluice.Permit) sluice.Permit { return sluice.NewPermit(&pair{a, b}, 0) }
+
+func (p *pair) Release(_ uint64, o sluice.Outcome, latency time.Duration) {
+	p[1].Release(o, latency)
+	p[0].Release(o, latency)
 }
 
-func (f forKey) Acquire(ctx context.Context) (sluice.Permit, error) { return f.k.Acquire(ctx, f.key) }
-func (f forKey) TryAcquire() (sluice.Permit, error)                 { return f.k.TryAcquire(f.key) }
-func (f forKey) Stats() sluice.Stats                                { return sluice.Stats{} }
+func (p *pair) Cancel(uint64) {
+	p[1].Cancel()
+	p[0].Cancel()
+}
 
 // noWait is a token bucket with max_wait 0: in the proxy that means a
 // request without a token is refused at once, where the library's 0 means

@@ -396,44 +396,6 @@ policies:
 	}
 }
 
-// A client that gives up after the adaptive timeout is a failure for the
-// algorithm (it backs off); one that leaves sooner tells nothing.
-func TestClientTimeoutPastAdaptiveTimeoutIsDropped(t *testing.T) {
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	for _, tc := range []struct {
-		timeout string
-		backOff bool
-	}{
-		{"50ms", true},
-		{"0s", false}, // no timeout: a departed client is Ignore
-	} {
-		p := start(t, `
-routes:
-  - name: api
-    upstream: UPSTREAM
-    policy: a
-policies:
-  - name: a
-    concurrency:
-      adaptive: {algorithm: aimd, initial_limit: 10, timeout: `+tc.timeout+`}
-`, up)
-		c := client(t)
-		c.Timeout = 200 * time.Millisecond
-		if _, err := c.Get(p.url + "/"); err == nil {
-			t.Fatal("the client did not time out")
-		}
-		pol := p.s.cur.Load().policies["a"]
-		// The proxy releases the permit once it sees the client gone.
-		deadline := time.Now().Add(10 * time.Second)
-		for pol.conc.Stats().InFlight != 0 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if got := pol.conc.Stats().Limit < 10; got != tc.backOff {
-			t.Errorf("adaptive timeout %s: limit %v after a client timed out; want a back-off: %v", tc.timeout, pol.conc.Stats().Limit, tc.backOff)
-		}
-	}
-}
-
 // A body still being written stream_after after the request came in makes
 // the request long-lived: its slot is given back, its outcome is Ignore.
 func TestLongBodyReleasesAfterStreamAfter(t *testing.T) {

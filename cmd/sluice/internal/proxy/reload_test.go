@@ -178,14 +178,9 @@ func TestWatchReloadsChangedFile(t *testing.T) {
 	go func() { defer close(done); p.s.Watch(ctx) }()
 	defer func() { cancel(); <-done }()
 	writeConfig(t, p.path, strings.Replace(reloadA, "LIMIT", "321", 1)+"\n# changed\n", up)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if p.s.cur.Load().policies["changing"].conc.Stats().Limit == 321 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitFor(10*time.Second, func() bool { return p.s.cur.Load().policies["changing"].conc.Stats().Limit == 321 }) {
+		t.Fatal("the changed file was not reloaded within 10 s")
 	}
-	t.Fatal("the changed file was not reloaded within 10 s")
 }
 
 // metric scrapes the admin API, parses the exposition with the Prometheus

@@ -74,6 +74,13 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 		ErrorHandler:  upstreamError,
 	}
 	rt.handler = rp
+	var next http.Handler = rp
+	if p != nil {
+		rp.ModifyResponse = upstreamAnswered
+		if spec.OnClientGone == ClientGoneWait {
+			next = waitForUpstream{next: rp, rt: rt}
+		}
+	}
 	if p != nil {
 		kf, err := keyFunc(p.spec.Key, spec.Name)
 		if err != nil {
@@ -93,14 +100,10 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 			hc.PerKey = p.perKey
 			hc.Key = kf
 			if kf == nil {
-				hc.ClientIP = httplimit.IPConfig{
-					TrustedProxies: c.ClientIP.TrustedProxies,
-					ProxyHeader:    c.ClientIP.Header,
-					IPv6Prefix:     c.ClientIP.IPv6Prefix,
-				}
+				hc.ClientIP = c.ClientIP.httplimit()
 			}
 		}
-		if rt.limit, err = httplimit.New(rp, hc); err != nil {
+		if rt.limit, err = httplimit.New(next, hc); err != nil {
 			return nil, c.wrapAt(at+".policy", err)
 		}
 		rt.handler = rt.limit
@@ -170,15 +173,24 @@ func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 // outcome). A client that went away gets nothing: nobody reads it, and
 // httplimit counts its request as Ignore.
 func upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errClientGone) {
+		return // the upstream answered; its status is the outcome
+	}
+	code, msg := http.StatusBadGateway, "upstream unavailable"
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		code, msg = http.StatusGatewayTimeout, "upstream timed out"
+	}
+	if st := stateFrom(r.Context()); st != nil && st.clientGone() {
+		if st.up.Load() == upAbandoned { // the upstream failed a request nobody waits for
+			st.goneStatus = code
+		}
+		return
+	}
 	if r.Context().Err() != nil {
 		return
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		http.Error(w, "upstream timed out", http.StatusGatewayTimeout)
-		return
-	}
-	http.Error(w, "upstream unavailable", http.StatusBadGateway)
+	http.Error(w, msg, code)
 }
 
 // rejecter writes a rejection with the policy's statuses.
@@ -266,6 +278,10 @@ func checkRouteHost(h string) error {
 	return nil
 }
 
+// statusClientGone is the metrics' and the access log's code of a request
+// whose client went away before anything was written to it (nginx's 499).
+const statusClientGone = 499
+
 // serve proxies r through the route, recording what happened.
 func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logger) {
 	st := &reqState{w: w, start: time.Now(), streamAfter: rt.spec.StreamAfter}
@@ -282,9 +298,13 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logg
 	dur := time.Since(st.start)
 	status := st.status
 	if status == 0 {
-		status = http.StatusOK // nothing written: what net/http sends
-		if st.isLong() {
+		switch {
+		case st.isLong():
 			status = http.StatusSwitchingProtocols // hijacked
+		case r.Context().Err() != nil:
+			status = statusClientGone
+		default:
+			status = http.StatusOK // nothing written: what net/http sends
 		}
 	}
 	rt.metrics.observe(status, dur)

@@ -75,16 +75,16 @@ policies:
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(context.Background()) }()
 	// While draining, /readyz says so.
-	deadline := time.Now().Add(5 * time.Second)
 	ready := 200
-	for ready == 200 && time.Now().Before(deadline) {
+	waitFor(5*time.Second, func() bool {
 		resp, err := http.Get("http://" + aln.Addr().String() + "/readyz")
 		if err != nil {
-			break
+			return true // closed: Shutdown is past draining
 		}
 		resp.Body.Close()
 		ready = resp.StatusCode
-	}
+		return ready != 200
+	})
 	if err := <-shut; err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}

@@ -170,12 +170,8 @@ func TestStoreReloadChangedStore(t *testing.T) {
 	if n := st1.policies["two"].sharedConc.Stats().Admitted; n != 1 {
 		t.Fatalf("the new store's limit admitted %d, want 1", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for st0.store("shared").s.Client().Ping(t.Context()).Err() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the old store was not closed within 10 s of the reload (drain_timeout 1s)")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitFor(10*time.Second, func() bool { return st0.store("shared").s.Client().Ping(t.Context()).Err() != nil }) {
+		t.Fatal("the old store was not closed within 10 s of the reload (drain_timeout 1s)")
 	}
 }
 
@@ -188,12 +184,8 @@ func TestStoreHeartbeatAndAdmin(t *testing.T) {
 	text := strings.Replace(strings.ReplaceAll(sharedConcConfig, "REDIS", r.URL()), "failure: closed", "failure: local\n    heartbeat: 20ms", 1)
 	a := start(t, text, up)
 	start(t, text, up)
-	deadline := time.Now().Add(10 * time.Second)
-	for value(t, scrape(t, a), "sluice_store_replicas", "store", "shared") != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the heartbeat did not count 2 replicas within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitFor(10*time.Second, func() bool { return value(t, scrape(t, a), "sluice_store_replicas", "store", "shared") == 2 }) {
+		t.Fatal("the heartbeat did not count 2 replicas within 10 s")
 	}
 	c := client(t)
 	req := newReq(t, "PUT", a.admin+"/limits/two")

@@ -88,16 +88,13 @@ func TestStoreReloadUnderLoad(t *testing.T) {
 	// 3.3 s); 6 s is still well below the 10 s TTL, past which a lease
 	// never released would have vanished by itself and hidden the leak.
 	rc := p.s.cur.Load().store("shared").s.Client()
-	deadline := time.Now().Add(6 * time.Second)
-	for {
-		n, err := rc.ZCard(t.Context(), "sluice:conc:{proxy:two}").Result()
-		if err == nil && n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d leases left in Redis 6 s after the load (%v)", n, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var n int64
+	var err error
+	if !waitFor(6*time.Second, func() bool {
+		n, err = rc.ZCard(t.Context(), "sluice:conc:{proxy:two}").Result()
+		return err == nil && n == 0
+	}) {
+		t.Fatalf("%d leases left in Redis 6 s after the load (%v)", n, err)
 	}
 	t.Logf("%d requests during %d store-changing reloads", ok.Load(), reloads)
 }

@@ -226,12 +226,8 @@ func TestStoreReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Closed drain_timeout (here 0s) after the reload.
-	deadline := time.Now().Add(10 * time.Second)
-	for store0.s.Client().Ping(t.Context()).Err() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the removed store's client still answers 10 s after the reload")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitFor(10*time.Second, func() bool { return store0.s.Client().Ping(t.Context()).Err() != nil }) {
+		t.Fatal("the removed store's client still answers 10 s after the reload")
 	}
 	if resp, _ := get(t, c, clientReq(t, p.url, "alice")); resp.StatusCode != 200 {
 		t.Fatalf("alice with an in-memory bucket: %d, want 200", resp.StatusCode)

@@ -2,11 +2,11 @@ package proxy
 
 import (
 	"fmt"
-	"net/netip"
 	"net/url"
 	"strings"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // Validation: a config is checked in full, every error at its file:line:
@@ -53,8 +53,10 @@ func (c *Config) validate() error {
 		stores[s.Name] = i
 	}
 	for i, p := range c.ClientIP.TrustedProxies {
-		if _, err := parsePrefix(p); err != nil {
-			return c.errAt(fmt.Sprintf("client_ip.trusted_proxies[%d]", i), "%v", err)
+		// httplimit reads them, for the client_ip key and for the
+		// forwarding headers: one at a time, for an error at its index.
+		if _, err := httplimit.NewClientIP(httplimit.IPConfig{TrustedProxies: []string{p}}); err != nil {
+			return c.errAt(fmt.Sprintf("client_ip.trusted_proxies[%d]", i), "%q is neither a CIDR prefix (10.0.0.0/8) nor an address", p)
 		}
 	}
 	switch c.ClientIP.Header {
@@ -146,6 +148,13 @@ func (c *Config) validateRoute(r *Route, at string, policies map[string]int) err
 		r.StreamAfter = DefaultStreamAfter
 	} else if r.StreamAfter < 0 {
 		return c.errAt(at+".stream_after", "must be > 0, got %v", r.StreamAfter)
+	}
+	switch r.OnClientGone {
+	case "":
+		r.OnClientGone = ClientGoneWait
+	case ClientGoneWait, ClientGoneCancel:
+	default:
+		return c.errAt(at+".on_client_gone", "%q: want wait or cancel", r.OnClientGone)
 	}
 	if r.FlushInterval < -1 {
 		return c.errAt(at+".flush_interval", "must be -1 (flush every write), 0 (default) or a positive duration, got %v", r.FlushInterval)
@@ -265,16 +274,4 @@ func checkAddr(a string) error {
 		return fmt.Errorf("%q: want host:port", a)
 	}
 	return nil
-}
-
-// parsePrefix accepts a CIDR prefix or a single address.
-func parsePrefix(s string) (netip.Prefix, error) {
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is neither a CIDR prefix (10.0.0.0/8) nor an address", s)
-	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }

@@ -1,0 +1,81 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Concurrent decisions share round trips (on a single node, one script
+// call for all of a pipeline's decisions) and each still gets its own
+// answer: every key admits exactly its burst, and a key that Redis
+// refuses (it holds a hash) fails alone, not the decisions sent with it.
+func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		url   func() string
+		merge bool
+	}{{"single", srv.URL, true}, {"cluster", cluster.URL, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t, tc.url(), Config{Timeout: time.Second, BreakerThreshold: 1000}, false)
+			if s.merge != tc.merge {
+				t.Fatalf("merge = %v on %s", s.merge, tc.name)
+			}
+			const burst, tries, callers = 20, 25, 32
+			b := newBuckets(t, s, RateConfig{Rate: 0.001, Burst: burst, OverLimitCache: -1, Prefix: fmt.Sprintf("merge:%d:", time.Now().UnixNano())})
+			bad := "wrongtype"
+			if err := s.Client().HSet(t.Context(), b.cfg.Prefix+"{"+bad+"}", "f", "v").Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := s.Stats()
+			var wg sync.WaitGroup
+			admitted := make([]int, callers)
+			errs := make([]error, callers+1)
+			for c := range callers {
+				wg.Go(func() {
+					for range tries {
+						r, err := b.Allow(fmt.Sprint("k", c), 1)
+						if err != nil {
+							errs[c] = err
+							return
+						}
+						if r.Allowed {
+							admitted[c]++
+						}
+					}
+				})
+			}
+			wg.Go(func() {
+				for range tries {
+					_, err := b.Allow(bad, 1)
+					var re redis.Error
+					if !errors.As(err, &re) {
+						errs[callers] = fmt.Errorf("a decision on a hash key: want Redis's own error, got %v", err)
+						return
+					}
+				}
+			})
+			wg.Wait()
+			for c, err := range errs {
+				if err != nil {
+					t.Fatalf("caller %d: %v", c, err)
+				}
+			}
+			for c, n := range admitted {
+				if n != burst {
+					t.Fatalf("key %d admitted %d of %d, want the burst %d", c, n, tries, burst)
+				}
+			}
+			st := s.Stats()
+			calls, trips := st.Calls-before.Calls, st.RoundTrips-before.RoundTrips
+			t.Logf("%d decisions in %d round trips", calls, trips)
+			if calls != (callers+1)*tries || trips >= calls {
+				t.Fatalf("%d decisions in %d round trips: want %d decisions, fewer round trips", calls, trips, (callers+1)*tries)
+			}
+		})
+	}
+}
