@@ -52,9 +52,9 @@ type BucketsConfig struct {
 // The words of a shard count time, in fixed point, from the shard's base,
 // which moves as a rate.Bucket's does when a time is too far from it: one
 // pass over the shard's keys (at most 4,096 for MaxKeys up to 4 million)
-// under its lock, copying them into a new index, exact. The finer the rate, the sooner: never in
-// practice below ~15,000 tokens/s, every ~10 hours at 1e9/s, every ~2 s
-// above ~1.6e13/s.
+// under its lock, copying them into a new index, exact. The finer the
+// rate, the sooner: never in practice below ~15,000 tokens/s, every ~10
+// hours at 1e9/s, every ~2 s above ~1.6e13/s.
 //
 // A key whose bucket has refilled is indistinguishable from a new key, so
 // evicting it (lazily, once it has been full for IdleTimeout) never hands
