@@ -34,7 +34,7 @@ func init() { goredis.SetLogger(quiet{}) }
 
 var (
 	pipes  = flag.Int("redis.pipelines", 0, "redisstore Config.Pipelines (0: default)")
-	window = flag.Duration("redis.window", 0, "redisstore Config.BatchWindow (0: default)")
+	window = flag.Duration("redis.window", 0, "redisstore Config.BatchWindow (0: no wait, the default)")
 )
 
 var (
