@@ -27,9 +27,11 @@
 // # Which algorithm
 //
 // Use [Little] behind a short LIFO queue unless you know better: it holds
-// in flight the service's own concurrency plus Headroom (Little's law) and
-// learns the no-load latency from live traffic, so what it admits runs
-// close to no-load speed and the service stays at capacity.
+// in flight the service's own concurrency plus Headroom (15%, Little's
+// law) and learns the no-load latency from live traffic, so what it admits
+// runs close to no-load speed and the service stays at capacity. Bound the
+// queue's wait to a few service times (concurrency.Config.MaxWaitServices)
+// so that a rejection is fast.
 //
 //   - [Gradient2] when the limit must never cost throughput and a queue
 //     of about half the service's latency is acceptable: it lets latency

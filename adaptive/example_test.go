@@ -118,5 +118,5 @@ func ExampleNewLittle() {
 	}
 	fmt.Println("limit:", little.Limit(), "no-load latency:", little.NoLoadLatency())
 	// Output:
-	// limit: 10 no-load latency: 20ms
+	// limit: 9 no-load latency: 20ms
 }

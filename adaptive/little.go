@@ -23,7 +23,7 @@ type LittleConfig struct {
 	// Headroom is the queueing delay the limit aims for, as a share of the
 	// no-load latency: the limit settles where latency is (1 + Headroom) ×
 	// the no-load latency, which by Little's law is (1 + Headroom) × the
-	// service's concurrency. Within (0, 1]; default 0.25.
+	// service's concurrency. Within (0, 1]; default 0.15.
 	Headroom float64
 	// Backoff multiplies the limit after a window in which more than a
 	// tenth of the samples were Dropped (twice the share that succeeded
@@ -40,9 +40,12 @@ type LittleConfig struct {
 // limit is what holds requests back, throughput × noLoad (the latency with
 // nothing queued) is the service's own concurrency, and anything admitted
 // beyond it only waits. It is sluice's recommended adaptive limit: use it,
-// behind a short LIFO queue whose MaxWait is a few service times
-// (concurrency.Config{Discipline: LIFO, MaxQueue, MaxWait}), unless you
-// know better.
+// behind a short LIFO queue whose wait is bounded to a few service times
+// (concurrency.Config{Discipline: LIFO, MaxQueue: 50, MaxWaitServices: 4}),
+// unless you know better. The queue keeps a request ready for each worker
+// that frees, so a limit near the workers costs no throughput; LIFO serves
+// the freshest, and the bound tells the oldest no in a few service times
+// instead of at their own deadline.
 //
 // Once per window (at least one mean latency, and enough successes that
 // their mean is known within about 5%; for a service whose latencies are
@@ -55,7 +58,15 @@ type LittleConfig struct {
 // With a queue (q > Headroom) the cut lands in one step on the service's
 // concurrency × (1 + Headroom); with none the limit grows by Headroom per
 // window, so it follows a service that gained workers within a few
-// windows. It settles where the queueing delay is Headroom × noLoad. An
+// windows. It settles where the queueing delay is Headroom × noLoad: with
+// the default 0.15, 1.15 × the service's concurrency in flight. A window's
+// mean is noisy (about 5% for 200 requests of a lognormal service), as
+// large as the step from N to N+1 in flight, so a move smaller than three
+// standard errors of that mean is damped to a quarter (the factor to the
+// power 0.25), unless the latency is below noLoad by Headroom/2 (no queue:
+// a limit below the concurrency costs throughput, one above it only
+// latency): the limit then averages about four windows instead of
+// following each one's noise below the service's concurrency. An
 // unused limit (in flight never reached it) does not move. A window in
 // which more than a tenth of the samples were Dropped multiplies it by
 // Backoff, or by twice the share that succeeded when that is less (at
@@ -83,9 +94,13 @@ type LittleConfig struct {
 //     twice the concurrency the queue shows (in flight / (1 + q)): if
 //     half the workers went, what starts at knownAt/2 in flight queues;
 //   - successes that started with at most knownAt/2 in flight cannot have
-//     queued (unless half the workers went): their pooled mean moves noLoad
-//     half way to it, or all the way when it is beyond (1 + Headroom) ×
-//     noLoad by two standard errors: the service itself slowed. A slower
+//     queued (unless half the workers went): their pooled mean (once 256
+//     of them give a standard error within 5%, or 2048 do, or 256 over 16
+//     no-load latencies) moves noLoad half way to it, or all the way when
+//     it is beyond (1 + Headroom) × noLoad by two standard errors: the
+//     service itself slowed. Nothing is thrown out of the pool for being
+//     slow: a pool that drops its slow windows learns a noLoad below the
+//     service's mean, and holds the limit below its concurrency. A slower
 //     service reads as a queue at first, and the cuts that follow are
 //     what bring those successes;
 //   - a cut of more than Headroom is checked: the window after the one
@@ -171,7 +186,7 @@ func NewLittle(cfg LittleConfig) (*Little, error) {
 	return &Little{
 		limit:    initial,
 		bounds:   b,
-		headroom: cmp.Or(cfg.Headroom, 0.25),
+		headroom: cmp.Or(cfg.Headroom, 0.15),
 		backoff:  cmp.Or(cfg.Backoff, 0.9),
 		timeout:  cfg.Timeout,
 	}, nil
@@ -287,6 +302,14 @@ func (l *Little) close(now time.Time) {
 		q = min(q, 0)
 	}
 	f := min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom)
+	if q > -l.headroom/2 && math.Abs(math.Log(f)) < littleNoise*w.lat.se()/latency {
+		// A move within the window's noise: take a quarter of it, so
+		// that the limit averages windows instead of following each.
+		// Not when the latency shows no queue at all: a limit below the
+		// service's concurrency costs throughput, one above it only a
+		// little latency.
+		f = math.Pow(f, littleGain)
+	}
 	switch {
 	case f < 1/(1+l.headroom) && l.cutFrom == 0:
 		l.cutFrom, l.cutLat, l.cutSkip = inFlight, latency, true
@@ -354,9 +377,6 @@ func (l *Little) probe(latency float64) {
 // and known: those that started at knownAt/2 in flight or fewer) and the
 // pooled evidence (see the type's doc).
 func (l *Little) learn(now time.Time, win, known stat) {
-	if win.mean()-2*win.se() > l.last*(1+2*l.headroom) {
-		l.known = stat{} // a jump: what was pooled is of another service
-	}
 	l.last = win.mean()
 	if win.mean()+2*win.se() < l.noLoad*(1-l.headroom) {
 		// Faster, queue included: the service sped up, if the next
@@ -377,7 +397,7 @@ func (l *Little) learn(now time.Time, win, known stat) {
 	}
 	l.known.merge(known)
 	long := now.Sub(l.knownFrom) >= 16*time.Duration(l.noLoad)
-	if l.known.firm(littleEvidence, littleWindowMax) || long && l.known.n >= littleEvidence/2 {
+	if l.known.firm(littleKnown, littleKnownMax) || long && l.known.n >= littleKnown {
 		m := l.known.mean()
 		if m-2*l.known.se() > l.noLoad*(1+l.headroom) {
 			l.noLoad = m // slower where nothing queued: the service slowed

@@ -30,6 +30,16 @@ const (
 	littleWindowMax = 512
 	littleEvidence  = 64
 	littleFew       = 16
+	// No-load evidence moves noLoad once firm by the same rule from
+	// littleKnown samples (or littleKnownMax), or with littleKnown over 16
+	// no-load latencies: with fewer, a tail-heavy service's noise moves it
+	// by several percent, and the limit with it.
+	littleKnown    = 256
+	littleKnownMax = 2048
+	// A move of the limit smaller than littleNoise standard errors of the
+	// window's mean is taken to the power littleGain: a quarter of it.
+	littleNoise = 3
+	littleGain  = 0.25
 	// littleDropShare is the share of a window's samples that must be
 	// Dropped for the limit to back off.
 	littleDropShare = 0.1

@@ -53,11 +53,13 @@ func BenchmarkAllow(b *testing.B) {
 				allow()
 				b.ReportAllocs()
 				wrong := 0
+				cpu := cpuNanos()
 				for b.Loop() {
 					if allow() != c.admit {
 						wrong++
 					}
 				}
+				reportCPU(b, cpu)
 				if wrong > 0 {
 					b.Fatalf("%d calls decided against the case", wrong)
 				}

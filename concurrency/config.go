@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -108,6 +109,17 @@ type Config struct {
 	// means the wait is bounded only by the caller's context (and by CoDel,
 	// for the CoDel disciplines).
 	MaxWait time.Duration
+	// MaxWaitServices, when positive, also bounds the wait in the queue to
+	// that many mean service times (the mean time a permit is held, as
+	// the limiter measures it from released permits): past it the caller
+	// is rejected with sluice.ReasonQueueTimeout. It scales with the
+	// service, so a limit whose service time is not known in advance (an
+	// Algorithm's) gets a wait bound anyway: LIFO otherwise leaves its
+	// oldest waiters waiting until their own deadline, to be rejected
+	// then. With MaxWait also set, the shorter bound applies. No bound
+	// applies before the first release with a latency. 0 (the default)
+	// means none.
+	MaxWaitServices float64
 	// Discipline is the queue order and wait rule; FIFO by default.
 	Discipline Discipline
 	// CoDelTarget is the longest wait in a standing queue for the CoDel
@@ -142,6 +154,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, invalid("Config.MaxQueue", c.MaxQueue, "must be 0 (no queue) to "+strconv.Itoa(MaxLimit))
 	case c.MaxWait < 0:
 		return c, invalid("Config.MaxWait", c.MaxWait, "must be >= 0 (0: unbounded)")
+	case !(c.MaxWaitServices >= 0) || math.IsInf(c.MaxWaitServices, 1):
+		return c, invalid("Config.MaxWaitServices", c.MaxWaitServices, "must be a finite number >= 0 (0: none)")
 	case c.Discipline >= numDisciplines:
 		return c, invalid("Config.Discipline", int(c.Discipline), "must be FIFO, LIFO, CoDel or AdaptiveLIFO")
 	case c.CoDelTarget < 0:

@@ -2,6 +2,7 @@ package concurrency
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,9 @@ func TestConfigValidation(t *testing.T) {
 		{Config{Limit: 1, MaxQueue: -1}, "MaxQueue"},
 		{Config{Limit: 1, MaxQueue: MaxLimit + 1}, "MaxQueue"},
 		{Config{Limit: 1, MaxWait: -time.Second}, "MaxWait"},
+		{Config{Limit: 1, MaxWaitServices: -1}, "MaxWaitServices"},
+		{Config{Limit: 1, MaxWaitServices: math.NaN()}, "MaxWaitServices"},
+		{Config{Limit: 1, MaxWaitServices: math.Inf(1)}, "MaxWaitServices"},
 		{Config{Limit: 1, Discipline: 9}, "Discipline"},
 		{Config{Limit: 1, CoDelTarget: -1}, "CoDelTarget"},
 		{Config{Limit: 1, CoDelInterval: -1}, "CoDelInterval"},

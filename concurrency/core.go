@@ -27,7 +27,7 @@ const noDeadline = math.MaxInt64
 // slice is reused by the next call; copy what you keep.
 //
 // Waits end in four ways: a permit frees up (Admitted event); the wait bound
-// passes (MaxWait: ReasonQueueTimeout, CoDel: ReasonShed) — call Expire at
+// passes (MaxWait, MaxWaitServices: ReasonQueueTimeout; CoDel: ReasonShed) — call Expire at
 // NextExpiry, or let the next Arrive or Release do it; the queue is full and
 // a LIFO queue drops its oldest waiter for a newcomer (ReasonQueueFull); or
 // the caller gives up and calls Remove. The Core does not watch callers'
@@ -92,8 +92,8 @@ type Arrival struct {
 	Token uint64
 	// Waiter, for Queued, names the waiter in later Events and in Remove.
 	Waiter WaiterID
-	// ExpiresIn, for Queued, is how long from now the wait bound (MaxWait or
-	// CoDel) rejects the waiter if no permit comes first; 0 if the wait is
+	// ExpiresIn, for Queued, is how long from now the wait bound (MaxWait,
+	// MaxWaitServices or CoDel) rejects the waiter if no permit comes first; 0 if the wait is
 	// unbounded.
 	ExpiresIn time.Duration
 	// Reason and RetryAfter, for Rejected: the cause and a hint for when a

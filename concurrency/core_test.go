@@ -132,6 +132,25 @@ func TestCoreDisciplines(t *testing.T) {
 				s.release(70, 1)
 			},
 			"0:a+ 10:b? 20:c? 60:b-queue_timeout 69:c+"},
+		{"max wait in service times: none before a latency, then k mean service times", Config{Limit: 1, MaxQueue: 5, Discipline: LIFO, MaxWaitServices: 2},
+			func(s *script) {
+				s.arrive(0, "a", 0)
+				s.arrive(1, "b", 0)  // no latency seen yet: no bound
+				s.release(10, 10)    // mean service time 10 ms
+				s.arrive(12, "c", 0) // may wait 2 × 10 ms
+				s.expire(31)
+				s.expire(32)
+			},
+			"0:a+ 1:b? 10:b+ 12:c? 32:c-queue_timeout"},
+		{"max wait in service times: MaxWait shorter wins", Config{Limit: 1, MaxQueue: 5, MaxWait: 5 * time.Millisecond, MaxWaitServices: 2},
+			func(s *script) {
+				s.arrive(0, "a", 0)
+				s.release(10, 10)
+				s.arrive(11, "b", 0)
+				s.arrive(12, "c", 0)
+				s.expire(17)
+			},
+			"0:a+ 11:b+ 12:c? 17:c-queue_timeout"},
 		{"release expires overdue waiters before granting", Config{Limit: 1, MaxQueue: 5, MaxWait: 50 * time.Millisecond},
 			func(s *script) {
 				s.arrive(0, "a", 0)

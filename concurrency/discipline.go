@@ -16,7 +16,7 @@ import (
 // Limiter then skips reading the clock, which costs as much as the rest of a
 // queued decision.
 func (c *Core) timed() bool {
-	return c.cfg.MaxWait > 0 || c.cfg.Discipline == CoDel || c.cfg.Discipline == AdaptiveLIFO || c.cfg.Algorithm != nil
+	return c.cfg.MaxWait > 0 || c.cfg.MaxWaitServices > 0 || c.cfg.Discipline == CoDel || c.cfg.Discipline == AdaptiveLIFO || c.cfg.Algorithm != nil
 }
 
 // ewma folds sample x into the mean m with weight 1/8 (as TCP's smoothed
@@ -42,6 +42,19 @@ func (c *Core) expiryFor(now int64) (int64, sluice.Reason) {
 	exp, why := int64(noDeadline), sluice.ReasonQueueTimeout
 	if c.cfg.MaxWait > 0 {
 		exp = satAdd(now, int64(c.cfg.MaxWait))
+	}
+	if c.cfg.MaxWaitServices > 0 && c.meanSvc > 0 {
+		e := int64(noDeadline)
+		if w := c.cfg.MaxWaitServices * float64(c.meanSvc); w < math.MaxInt64 {
+			e = satAdd(now, int64(w))
+		}
+		// The mean service time moves, but expiry must not decrease in
+		// arrival order (the head expires first): never before the
+		// newest waiter's.
+		if c.q.n > 0 {
+			e = max(e, c.q.nodes[c.q.tail].expiry)
+		}
+		exp = min(exp, e)
 	}
 	if c.cfg.Discipline == CoDel || c.cfg.Discipline == AdaptiveLIFO {
 		cd := max(satAdd(now, int64(c.cfg.CoDelTarget)), satAdd(c.nonEmptySince, int64(c.cfg.CoDelInterval)))

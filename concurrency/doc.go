@@ -21,7 +21,9 @@
 // been empty within the last CoDelInterval (100 ms), a caller waits at most
 // CoDelTarget (5 ms), otherwise at most CoDelInterval. AdaptiveLIFO is CoDel
 // that serves FIFO while the queue drains and LIFO once a standing queue has
-// formed. Every discipline is bounded by MaxQueue and MaxWait, and rejects at
+// formed. Every discipline is bounded by MaxQueue, MaxWait and MaxWaitServices
+// (a wait of so many mean service times, for a limit whose service time
+// is not known in advance), and rejects at
 // once a caller whose deadline is sooner than the wait it faces (see Core for
 // the estimator); a waiter whose deadline is less than the mean time a permit
 // is held away when a permit frees for it is passed over (ReasonDeadline):
@@ -43,7 +45,8 @@
 // # Adaptive limits
 //
 // With Config.Algorithm set (package adaptive: Little, recommended with a
-// short LIFO queue; Gradient2, AIMD, Vegas),
+// short LIFO queue whose wait MaxWaitServices bounds; Gradient2, AIMD,
+// Vegas),
 // every permit released with Success or Dropped feeds the algorithm a sample
 // and its answer becomes the limit.
 package concurrency

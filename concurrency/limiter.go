@@ -109,7 +109,7 @@ type releaser Limiter
 // Acquire returns a permit when one is free, waits for one in the queue, or
 // rejects. A rejection is a *sluice.RejectError with the reason: ReasonLimit
 // (no free permit and no queue), ReasonQueueFull, ReasonQueueTimeout (MaxWait
-// passed), ReasonShed (CoDel) or ReasonDeadline (ctx's deadline is sooner
+// or MaxWaitServices passed), ReasonShed (CoDel) or ReasonDeadline (ctx's deadline is sooner
 // than the estimated wait, or, when a permit comes free, too close for the
 // work to finish in a mean service time: it is passed over). If ctx ends first, Acquire returns ctx.Err() and
 // the caller's place in the queue is freed at once.

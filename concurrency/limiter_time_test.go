@@ -33,6 +33,25 @@ func TestLimiterMaxWait(t *testing.T) {
 	})
 }
 
+func TestLimiterMaxWaitServices(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Limit: 1, MaxQueue: 1, Discipline: LIFO, MaxWaitServices: 3})
+		// One permit held for 20 ms: the mean service time is 20 ms.
+		p := mustAcquire(t, l)
+		p.Release(sluice.Success, 20*time.Millisecond)
+		p = mustAcquire(t, l)
+		defer p.Release(sluice.Success, 0)
+		start := time.Now()
+		_, err := l.Acquire(context.Background())
+		if !errors.Is(err, sluice.ErrQueueTimeout) {
+			t.Fatalf("Acquire = %v, want ErrQueueTimeout", err)
+		}
+		if waited := time.Since(start); waited != 60*time.Millisecond {
+			t.Errorf("waited %v, want 3 × 20ms", waited)
+		}
+	})
+}
+
 func TestLimiterCoDelShed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, Config{Limit: 1, MaxQueue: 10, Discipline: CoDel})

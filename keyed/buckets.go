@@ -52,9 +52,9 @@ type BucketsConfig struct {
 // The words of a shard count time, in fixed point, from the shard's base,
 // which moves as a rate.Bucket's does when a time is too far from it: one
 // pass over the shard's keys (at most 4,096 for MaxKeys up to 4 million)
-// under its lock, copying them into a new index, exact. The finer the rate, the sooner: never in
-// practice below ~15,000 tokens/s, every ~10 hours at 1e9/s, every ~2 s
-// above ~1.6e13/s.
+// under its lock, copying them into a new index, exact. The finer the
+// rate, the sooner: never in practice below ~15,000 tokens/s, every ~10
+// hours at 1e9/s, every ~2 s above ~1.6e13/s.
 //
 // A key whose bucket has refilled is indistinguishable from a new key, so
 // evicting it (lazily, once it has been full for IdleTimeout) never hands
@@ -203,7 +203,14 @@ func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait ti
 			}
 		}
 	}
+	return b.takeLocked(s, h, now, mw)
+}
 
+// takeLocked is takeKey's path under the shard's lock: key (hash h) was not
+// found, its base must move, or its index was replaced. Kept apart so that
+// the lock-free path has no deferred unlock to set up.
+func (b *Buckets) takeLocked(s *shard[struct{}], h uint64, now, mw int64) (wait time.Duration, w where, ok, of bool) {
+	w = h &^ math.MaxUint32
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x, u := b.units(s, now)

@@ -32,6 +32,19 @@
 //	sluice_client_retries_total       counter    limiter  client: attempts after the first
 //	sluice_client_retries_denied_total counter   limiter  client: retries the retry budget refused
 //	sluice_client_throttled_total     counter    limiter  client.Transport: attempts its Limiter rejected locally
+//	sluice_store_fallbacks_total      counter    limiter  shared: decisions by the failure policy, Redis away
+//	sluice_store_cache_hits_total     counter    limiter  shared: rejections from the over-limit cache
+//	sluice_store_local_admits_total   counter    limiter  shared: admissions from batched tokens
+//	sluice_store_leases_lost_total    counter    limiter  shared: leases found expired at renewal
+//	sluice_store_round_trip_seconds   histogram  store    store calls as limiters waited for them
+//	sluice_store_calls_total          counter    store    calls sent to Redis
+//	sluice_store_round_trips_total    counter    store    round trips (calls sent alone, pipelines)
+//	sluice_store_errors_total         counter    store    failed calls, timeouts included
+//	sluice_store_timeouts_total       counter    store    calls failed by the per-call timeout
+//	sluice_store_breaker_rejects_total counter   store    calls refused by the open breaker
+//	sluice_store_breaker_trips_total  counter    store    times the breaker opened
+//	sluice_store_breaker_state        gauge      store    0 closed, 1 open, 2 half-open
+//	sluice_store_replicas             gauge      store    live replicas by the heartbeat
 //
 // Reasons are sluice.Reason's names (rate, limit, queue_full, queue_timeout,
 // deadline, shed, throttled, store, too_large, closed); every one is
@@ -50,4 +63,7 @@
 //   - NewKeyedCollector: a keyed.Map or keyed.Buckets, with its key table.
 //   - NewTransportCollector, NewRetrierCollector: the client package's
 //     request, retry and local-throttling counters.
+//   - NewStoreCollector: a redisstore.Store (label store, not limiter),
+//     and NewSharedCollector: a limiter shared through it, with its
+//     failure-policy and cache counters.
 package promsluice

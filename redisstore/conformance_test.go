@@ -40,6 +40,15 @@ func TestConformance(t *testing.T) {
 			Capacity: 3,
 		})
 	})
+	t.Run("ConcurrencyKey", func(t *testing.T) {
+		limitertest.Run(t, limitertest.Config{
+			New: func(t *testing.T) sluice.Limiter {
+				l := newKeyedConcurrency(t, conformanceStore(t), ConcurrencyConfig{Key: uniqueKey("conf-k"), Limit: 3})
+				return l.Key("k")
+			},
+			Capacity: 3,
+		})
+	})
 	t.Run("All", func(t *testing.T) {
 		limitertest.Run(t, limitertest.Config{
 			New: func(t *testing.T) sluice.Limiter {

@@ -2,11 +2,13 @@
 // (github.com/redis/go-redis/v9: one node, Sentinel or Cluster), so that
 // three replicas at "100/s" let 100/s through, not 300.
 //
-// A Store is the connection: it runs the limiters' Lua scripts with a
-// per-call timeout (Config.Timeout, 5 ms by default), sends concurrent
-// calls in one pipeline (one round trip for up to MaxBatch decisions), and
-// keeps a circuit breaker so that a dead Redis costs a decision a
-// microsecond, not a timeout. Open builds one from a URL (redis://,
+// A Store is the connection: it runs the limiters' Lua scripts within a
+// per-call timeout (Config.Timeout, 5 ms by default, a hard bound on the
+// decision), sends a lone call at once on its caller's goroutine and
+// concurrent calls in one pipeline (one round trip, and on a single node
+// one script call, for up to MaxBatch decisions), and keeps a circuit
+// breaker so that a dead Redis costs a decision a microsecond, not a
+// timeout. Open builds one from a URL (redis://,
 // redis+cluster://), which is what a config file's `store:` names.
 //
 // Two limiters share their state through it:
@@ -21,6 +23,8 @@
 //   - Concurrency: a limit on work in flight across replicas, as leases in
 //     a sorted set scored by expiry, renewed while the work runs and
 //     removed on release; a crashed replica's leases expire after TTL.
+//     KeyedConcurrency is the same limit per key (a set per key, each in
+//     its own Cluster slot), a per-key limiter for httplimit.
 //
 // When Redis does not answer in time, each limiter follows its Failure
 // policy: FailOpen (admit), FailClosed (reject with sluice.ReasonStore, a
@@ -44,11 +48,13 @@
 // Keyed by client input (an address, a header), a flood of distinct keys
 // costs a Redis key each for up to Burst/Rate: size Redis's maxmemory for
 // the distinct keys expected within that time. Concurrency keeps one sorted
-// set per limit, a member per lease held.
+// set per limit, a member per lease held; KeyedConcurrency one per key
+// with leases, which expires TTL after its last lease.
 //
 // Metrics: Store.Stats (round-trip histogram, errors, timeouts, breaker
-// state and trips, pipelines) and each limiter's Stats and LimiterStats
-// (fallbacks, cache hits). The package has no Prometheus dependency.
+// state and trips, round trips) and each limiter's Stats and LimiterStats
+// (fallbacks, cache hits). The package has no Prometheus dependency:
+// promsluice.NewStoreCollector and NewSharedCollector expose them.
 //
 // Tests and benchmarks start real redis-server processes on free loopback
 // ports with package redistest.

@@ -11,8 +11,11 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 )
 
-// Buckets is a per-key limiter for the middleware.
-var _ httplimit.Keyed = (*Buckets)(nil)
+// Buckets and KeyedConcurrency are per-key limiters for the middleware.
+var (
+	_ httplimit.Keyed = (*Buckets)(nil)
+	_ httplimit.Keyed = (*KeyedConcurrency)(nil)
+)
 
 // Two replicas of a service behind the middleware share one client's
 // quota through Redis: 3 requests in all, whichever replica they hit, then

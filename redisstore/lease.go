@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/concurrency"
 )
 
 // Defaults and bounds of ConcurrencyConfig.
@@ -73,13 +72,16 @@ const (
 	orphanBatch = 1000
 )
 
-// ConcurrencyConfig configures a Concurrency limiter.
+// ConcurrencyConfig configures a Concurrency limiter, or a
+// KeyedConcurrency (a limit per key).
 type ConcurrencyConfig struct {
-	// Key names the shared limit; the set lives at
-	// "sluice:conc:{Key}" (one Cluster slot). Required, at most 1,000 bytes.
+	// Key names the shared limit; the set lives at "sluice:conc:{Key}"
+	// (one Cluster slot). For a KeyedConcurrency it names the family of
+	// limits, and key k's set lives at "sluice:conc:Key:{k}". Required, at
+	// most 1,000 bytes.
 	Key string
-	// Limit is the most leases held at once by all replicas together:
-	// 1 to MaxLimit. Required.
+	// Limit is the most leases held at once by all replicas together (per
+	// key, for a KeyedConcurrency): 1 to MaxLimit. Required.
 	Limit int
 	// TTL is a lease's life without renewal: a crashed holder's slot comes
 	// back after it. The limiter renews its leases every TTL/3. Default
@@ -99,144 +101,122 @@ type ConcurrencyConfig struct {
 	// Replicas is the N of FailLocal's ceil(Limit/N). 0: the store's
 	// heartbeat count.
 	Replicas int
+	// MaxKeys caps the keys of a KeyedConcurrency's FailLocal limiter in
+	// the process (keys in flight are never evicted). Default
+	// DefaultMaxKeys. Unused by Concurrency.
+	MaxKeys int
 }
 
-// Concurrency is a concurrency limit shared by every replica: a lease per
-// admitted request, in a Redis sorted set scored by expiry. One script
-// acquires (drop expired, count, add if under the limit); a release
-// removes the lease; one goroutine per limiter renews every held lease
-// every TTL/3 in one round trip (its cost: one round trip per TTL/3 per
-// replica plus O(held) work in Redis, whatever the number of leases),
-// and a crashed holder's leases expire after TTL.
-//
-// A waiting Acquire polls with jittered exponential backoff: each waiter
-// costs one round trip per poll (at most one per PollMin, typically one per
-// PollMax), which is simpler and cheaper in Redis than pub/sub at the
-// waiter counts a limit of this kind has, at the price of admitting a
-// waiter up to one poll interval after a slot frees.
-//
-// Close stops the renewal. Safe for concurrent use.
-type Concurrency struct {
+func (cfg *ConcurrencyConfig) check() error {
+	if cfg.Key == "" {
+		return sluice.NewConfigError("redisstore", "ConcurrencyConfig.Key", nil, "required")
+	}
+	if len(cfg.Key) > MaxKeyLen-24 {
+		return sluice.NewConfigError("redisstore", "ConcurrencyConfig.Key", len(cfg.Key), "key length must be at most 1000 bytes")
+	}
+	if cfg.Limit < 1 || cfg.Limit > MaxLimit {
+		return sluice.NewConfigError("redisstore", "ConcurrencyConfig.Limit", cfg.Limit, "must be between 1 and 1000000")
+	}
+	if err := durField("ConcurrencyConfig.TTL", &cfg.TTL, DefaultLeaseTTL, 100*time.Millisecond, time.Hour); err != nil {
+		return err
+	}
+	if cfg.MaxWait < 0 {
+		return sluice.NewConfigError("redisstore", "ConcurrencyConfig.MaxWait", cfg.MaxWait, "must be >= 0")
+	}
+	if err := durField("ConcurrencyConfig.PollMin", &cfg.PollMin, DefaultPollMin, 100*time.Microsecond, time.Second); err != nil {
+		return err
+	}
+	if err := durField("ConcurrencyConfig.PollMax", &cfg.PollMax, max(DefaultPollMax, cfg.PollMin), cfg.PollMin, time.Second); err != nil {
+		return err
+	}
+	if err := cfg.Failure.check(); err != nil {
+		return err
+	}
+	if cfg.Replicas < 0 || cfg.Replicas > 10000 {
+		return sluice.NewConfigError("redisstore", "ConcurrencyConfig.Replicas", cfg.Replicas, "must be between 0 and 10000")
+	}
+	return intField("ConcurrencyConfig.MaxKeys", &cfg.MaxKeys, DefaultMaxKeys, 1, 1e7)
+}
+
+// leases is what Concurrency and KeyedConcurrency share: the leases this
+// replica holds, in Redis sorted sets (one per limit), acquired by one
+// script, renewed together every TTL/3 by one goroutine, and the orphans
+// it still has to remove. Its Release and Cancel end a lease: it is the
+// sluice.Releaser of their permits.
+type leases struct {
 	s     *Store
 	cfg   ConcurrencyConfig
-	key   string
-	keys  []string
 	ttlMs int64
 	id    string // replica prefix of lease ids
 
 	mu      sync.Mutex
 	seq     uint64
-	held    map[uint64]string // token → lease id
-	orphans []string          // leases whose acquire timed out: maybe held, released by the renewer
+	held    map[uint64]lease // token → lease
+	orphans []lease          // leases maybe in Redis that no permit holds: removed by the renewer
 	lost    uint64
 
-	local localFor[*concurrency.Limiter]
-	c     counters
-	quit  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	c    counters
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
 }
 
-// NewConcurrency returns a shared concurrency limit over s.
-func NewConcurrency(s *Store, cfg ConcurrencyConfig) (*Concurrency, error) {
-	if s == nil {
-		return nil, sluice.NewConfigError("redisstore", "store", nil, "must not be nil")
-	}
-	if cfg.Key == "" {
-		return nil, sluice.NewConfigError("redisstore", "ConcurrencyConfig.Key", nil, "required")
-	}
-	if len(cfg.Key) > MaxKeyLen-24 {
-		return nil, sluice.NewConfigError("redisstore", "ConcurrencyConfig.Key", len(cfg.Key), "key length must be at most 1000 bytes")
-	}
-	if cfg.Limit < 1 || cfg.Limit > MaxLimit {
-		return nil, sluice.NewConfigError("redisstore", "ConcurrencyConfig.Limit", cfg.Limit, "must be between 1 and 1000000")
-	}
-	if err := durField("ConcurrencyConfig.TTL", &cfg.TTL, DefaultLeaseTTL, 100*time.Millisecond, time.Hour); err != nil {
-		return nil, err
-	}
-	if cfg.MaxWait < 0 {
-		return nil, sluice.NewConfigError("redisstore", "ConcurrencyConfig.MaxWait", cfg.MaxWait, "must be >= 0")
-	}
-	if err := durField("ConcurrencyConfig.PollMin", &cfg.PollMin, DefaultPollMin, 100*time.Microsecond, time.Second); err != nil {
-		return nil, err
-	}
-	if err := durField("ConcurrencyConfig.PollMax", &cfg.PollMax, max(DefaultPollMax, cfg.PollMin), cfg.PollMin, time.Second); err != nil {
-		return nil, err
-	}
-	if err := cfg.Failure.check(); err != nil {
-		return nil, err
-	}
-	if cfg.Replicas < 0 || cfg.Replicas > 10000 {
-		return nil, sluice.NewConfigError("redisstore", "ConcurrencyConfig.Replicas", cfg.Replicas, "must be between 0 and 10000")
-	}
-	key := "sluice:conc:{" + cfg.Key + "}"
-	l := &Concurrency{
-		s: s, cfg: cfg, key: key, keys: []string{key}, ttlMs: cfg.TTL.Milliseconds(),
-		id: newID(), held: make(map[uint64]string),
-		quit: make(chan struct{}), done: make(chan struct{}),
-	}
+// lease is one lease: its set and its member.
+type lease struct{ set, id string }
+
+func (l *leases) start(s *Store, cfg ConcurrencyConfig) {
+	l.s, l.cfg, l.ttlMs, l.id = s, cfg, cfg.TTL.Milliseconds(), newID()
+	l.held = make(map[uint64]lease)
+	l.quit, l.done = make(chan struct{}), make(chan struct{})
 	go l.renewer()
-	return l, nil
 }
 
 // Close stops renewing the leases; those still held expire after TTL
 // unless released. It does not close the store.
-func (l *Concurrency) Close() {
+func (l *leases) Close() {
 	l.once.Do(func() { close(l.quit); <-l.done })
 }
 
-// TryAcquire takes a lease now or rejects with ReasonLimit.
-func (l *Concurrency) TryAcquire() (sluice.Permit, error) {
-	return l.acquire(context.Background(), false)
-}
-
-// Acquire takes a lease, polling for a free slot up to MaxWait (rejected
-// with ReasonQueueTimeout) or the context's end (ctx.Err()).
-func (l *Concurrency) Acquire(ctx context.Context) (sluice.Permit, error) {
-	if err := ctx.Err(); err != nil {
-		return sluice.Permit{}, err
-	}
-	return l.acquire(ctx, true)
-}
-
-func (l *Concurrency) acquire(ctx context.Context, wait bool) (sluice.Permit, error) {
+// acquire takes a lease in set, polling while wait and the set is full;
+// local is the failure policy's limiter.
+func (l *leases) acquire(ctx context.Context, wait bool, set string, local func() (sluice.Permit, error)) (sluice.Permit, error) {
 	var deadline <-chan time.Time
 	if wait && l.cfg.MaxWait > 0 {
 		t := time.NewTimer(l.cfg.MaxWait)
 		defer t.Stop()
 		deadline = t.C
 	}
+	keys := []string{set}
 	poll := l.cfg.PollMin
 	for {
 		l.mu.Lock()
 		l.seq++
 		tok := l.seq
 		l.mu.Unlock()
-		id := l.id + ":" + strconv.FormatUint(tok, 36)
-		v, err := l.s.eval(acquireScript, l.keys, l.cfg.Limit, l.ttlMs, id)
-		if err != nil {
-			if sentMaybe(err) {
-				l.orphan(id)
-			}
-			return l.fail(ctx, wait, err)
-		}
+		ls := lease{set, l.id + ":" + strconv.FormatUint(tok, 36)}
+		v, err := l.s.eval(acquireScript, keys, l.cfg.Limit, l.ttlMs, ls.id)
 		var a [3]int64
-		if err := parseInts(v, a[:]); err != nil {
-			l.orphan(id) // Redis answered: the script ran
-			return l.fail(ctx, wait, err)
+		if err == nil {
+			if err = parseInts(v, a[:]); err != nil {
+				l.orphan(ls) // Redis answered: the script ran
+			}
+		} else if sentMaybe(err) {
+			l.orphan(ls)
+		}
+		if err != nil {
+			return l.c.fail(l.cfg.Failure, l.s.cfg.BreakerCooldown, local)
 		}
 		if a[0] == 1 {
 			l.mu.Lock()
-			l.held[tok] = id
+			l.held[tok] = ls
 			l.mu.Unlock()
-			l.c.admitted.Add(1)
+			l.c.admit()
 			return sluice.NewPermit(l, tok), nil
 		}
 		if !wait {
 			return sluice.Permit{}, l.c.reject(sluice.Reject(sluice.ReasonLimit, 0))
 		}
-		d := poll/2 + rand.N(poll/2+1)
-		t := time.NewTimer(d)
+		t := time.NewTimer(poll/2 + rand.N(poll/2+1))
 		select {
 		case <-t.C:
 		case <-deadline:
@@ -250,75 +230,53 @@ func (l *Concurrency) acquire(ctx context.Context, wait bool) (sluice.Permit, er
 	}
 }
 
+// replicas is the N of FailLocal's limit/N.
+func (l *leases) replicas() int {
+	if l.cfg.Replicas > 0 {
+		return l.cfg.Replicas
+	}
+	return l.s.Replicas()
+}
+
+// localLimit is FailLocal's limit in this process: ceil(Limit/n).
+func (l *leases) localLimit(n int) int { return max(1, (l.cfg.Limit+n-1)/n) }
+
 // orphan remembers a lease that may be in Redis though no permit holds it
 // (an acquire whose answer was lost, a release that failed), so that the
 // renewer removes it when Redis answers again; at worst it holds a slot
 // for TTL. Only calls that may have reached Redis make orphans: with the
 // breaker open, failed acquires cost nothing here.
-func (l *Concurrency) orphan(id string) {
+func (l *leases) orphan(ls lease) {
 	l.mu.Lock()
 	if len(l.orphans) < maxOrphans {
-		l.orphans = append(l.orphans, id)
+		l.orphans = append(l.orphans, ls)
 	}
 	l.mu.Unlock()
 }
 
-func (l *Concurrency) fail(ctx context.Context, wait bool, _ error) (sluice.Permit, error) {
-	l.c.fallbacks.Add(1)
-	switch l.cfg.Failure {
-	case FailClosed:
-		return sluice.Permit{}, l.c.reject(sluice.Reject(sluice.ReasonStore, l.s.cfg.BreakerCooldown))
-	case FailLocal:
-		n := l.cfg.Replicas
-		if n == 0 {
-			n = l.s.Replicas()
-		}
-		lim, err := l.local.get(n, func(n int) (*concurrency.Limiter, error) {
-			return concurrency.New(concurrency.Config{Limit: max(1, (l.cfg.Limit+n-1)/n), MaxQueue: l.cfg.Limit, MaxWait: l.cfg.MaxWait})
-		})
-		if err != nil {
-			return sluice.Permit{}, err
-		}
-		var p sluice.Permit
-		if wait {
-			p, err = lim.Acquire(ctx)
-		} else {
-			p, err = lim.TryAcquire()
-		}
-		if err != nil {
-			return sluice.Permit{}, l.c.reject(err)
-		}
-		l.c.admitted.Add(1)
-		return p, nil
-	}
-	l.c.admitted.Add(1)
-	return sluice.Permit{}, nil
-}
-
 // Release removes the lease (sluice.Releaser). If Redis does not answer,
 // the lease expires after TTL.
-func (l *Concurrency) Release(tok uint64, _ sluice.Outcome, _ time.Duration) { l.drop(tok) }
+func (l *leases) Release(tok uint64, _ sluice.Outcome, _ time.Duration) { l.drop(tok) }
 
 // Cancel is Release: a lease that never ran frees its slot the same way.
-func (l *Concurrency) Cancel(tok uint64) { l.drop(tok) }
+func (l *leases) Cancel(tok uint64) { l.drop(tok) }
 
-func (l *Concurrency) drop(tok uint64) {
+func (l *leases) drop(tok uint64) {
 	l.mu.Lock()
-	id, ok := l.held[tok]
+	ls, ok := l.held[tok]
 	delete(l.held, tok)
 	l.mu.Unlock()
 	if ok {
 		// Whether or not the call reached Redis, the lease may still be
 		// there: orphan it on any failure (at most one per lease held).
-		if _, err := l.s.eval(releaseScript, l.keys, id); err != nil {
-			l.orphan(id)
+		if _, err := l.s.eval(releaseScript, []string{ls.set}, ls.id); err != nil {
+			l.orphan(ls)
 		}
 	}
 }
 
-// renewer renews every held lease each TTL/3 in one round trip, and
-// removes orphaned ones.
-func (l *Concurrency) renewer() {
+// renewer renews every held lease each TTL/3, and removes orphaned ones.
+func (l *leases) renewer() {
 	defer close(l.done)
 	tick := time.NewTicker(l.cfg.TTL / 3)
 	defer tick.Stop()
@@ -332,26 +290,30 @@ func (l *Concurrency) renewer() {
 	}
 }
 
-// renewOnce renews the held leases, then removes up to orphanBatch
-// orphans in one ZREM: at most two round trips, so a backlog of orphans
-// never delays the next renewal. The newest orphans go first: the oldest
-// are the likeliest to have expired by themselves.
-func (l *Concurrency) renewOnce() {
+// renewOnce renews the held leases, one round trip per set that has some,
+// then removes up to orphanBatch orphans, one ZREM per set: with one set
+// (Concurrency) at most two round trips, so a backlog of orphans never
+// delays the next renewal. The newest orphans go first: the oldest are
+// the likeliest to have expired by themselves.
+func (l *leases) renewOnce() {
+	renew := map[string][]any{}
 	l.mu.Lock()
-	args := make([]any, 0, 1+len(l.held))
-	args = append(args, l.ttlMs)
-	for _, id := range l.held {
-		args = append(args, id)
+	for _, ls := range l.held {
+		args := renew[ls.set]
+		if args == nil {
+			args = []any{l.ttlMs}
+		}
+		renew[ls.set] = append(args, ls.id)
 	}
 	n := min(len(l.orphans), orphanBatch)
-	rm := make([]any, n)
-	for i, id := range l.orphans[len(l.orphans)-n:] {
-		rm[i] = id
+	rm := map[string][]any{}
+	for _, ls := range l.orphans[len(l.orphans)-n:] {
+		rm[ls.set] = append(rm[ls.set], ls.id)
 	}
 	l.orphans = l.orphans[:len(l.orphans)-n]
 	l.mu.Unlock()
-	if len(args) > 1 {
-		if v, err := l.s.eval(renewScript, l.keys, args...); err == nil {
+	for set, args := range renew {
+		if v, err := l.s.eval(renewScript, []string{set}, args...); err == nil {
 			if n, ok := v.(int64); ok && n > 0 {
 				l.mu.Lock()
 				l.lost += uint64(n)
@@ -359,21 +321,19 @@ func (l *Concurrency) renewOnce() {
 			}
 		}
 	}
-	if len(rm) == 0 {
-		return
-	}
-	if _, err := l.s.eval(releaseScript, l.keys, rm...); err != nil {
-		l.mu.Lock()
-		for _, id := range rm[:min(len(rm), maxOrphans-len(l.orphans))] {
-			l.orphans = append(l.orphans, id.(string))
+	for set, ids := range rm {
+		if _, err := l.s.eval(releaseScript, []string{set}, ids...); err != nil {
+			l.mu.Lock()
+			for _, id := range ids[:min(len(ids), maxOrphans-len(l.orphans))] {
+				l.orphans = append(l.orphans, lease{set, id.(string)})
+			}
+			l.mu.Unlock()
 		}
-		l.mu.Unlock()
 	}
 }
 
-// Stats returns the limiter's counters; InFlight is the leases this
-// replica holds, Limit the shared limit.
-func (l *Concurrency) Stats() sluice.Stats {
+// stats are the counters; InFlight is the leases this replica holds.
+func (l *leases) stats() sluice.Stats {
 	l.mu.Lock()
 	n := len(l.held)
 	l.mu.Unlock()
@@ -381,7 +341,7 @@ func (l *Concurrency) Stats() sluice.Stats {
 }
 
 // LimiterStats returns the counters beyond sluice.Stats.
-func (l *Concurrency) LimiterStats() LimiterStats {
+func (l *leases) LimiterStats() LimiterStats {
 	s := l.c.limiterStats()
 	l.mu.Lock()
 	s.Lost = l.lost

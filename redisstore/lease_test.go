@@ -25,7 +25,7 @@ func newConcurrency(t testing.TB, s *Store, cfg ConcurrencyConfig) *Concurrency 
 	return l
 }
 
-func leases(t testing.TB, s *Store, key string) int64 {
+func leaseCount(t testing.TB, s *Store, key string) int64 {
 	t.Helper()
 	n, err := s.Client().ZCard(context.Background(), "sluice:conc:{"+key+"}").Result()
 	if err != nil {
@@ -163,7 +163,7 @@ kill:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := leases(t, s2, key); n != 1 {
+	if n := leaseCount(t, s2, key); n != 1 {
 		t.Fatalf("%d leases after the TTL, want only the new one: %d leaked", n, n-1)
 	}
 	p.Release(sluice.Success, 0)
@@ -186,7 +186,7 @@ func TestConcurrencyRenewal(t *testing.T) {
 		t.Fatalf("lost %d leases", ls.Lost)
 	}
 	p.Release(sluice.Success, 0)
-	if n := leases(t, s, "renew"); n != 0 {
+	if n := leaseCount(t, s, "renew"); n != 0 {
 		t.Fatalf("%d leases after release", n)
 	}
 	if p2, err := l.TryAcquire(); err != nil {
@@ -205,7 +205,15 @@ func TestConcurrencyWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { time.Sleep(50 * time.Millisecond); p.Release(sluice.Success, 0) }()
+	// Release once the waiter has tried and polled again (two calls), so
+	// that it gets the slot by polling, not at its first try.
+	calls := s.Stats().Calls
+	go func() {
+		for s.Stats().Calls < calls+2 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		p.Release(sluice.Success, 0)
+	}()
 	p2, err := l.Acquire(t.Context())
 	if err != nil {
 		t.Fatalf("waiter: %v", err)
@@ -235,7 +243,7 @@ func TestConcurrencyCluster(t *testing.T) {
 	}
 	p1.Release(sluice.Success, 0)
 	p2.Release(sluice.Success, 0)
-	if n := leases(t, s, key); n != 0 {
+	if n := leaseCount(t, s, key); n != 0 {
 		t.Fatalf("%d leases after release", n)
 	}
 }

@@ -65,9 +65,9 @@ func TestConcurrencyOrphansBatched(t *testing.T) {
 	for i := range zs {
 		id := "lost:" + strconv.Itoa(i)
 		zs[i] = redis.Z{Score: 1e15, Member: id}
-		l.orphan(id)
+		l.orphan(lease{l.set, id})
 	}
-	if err := s.Client().ZAdd(t.Context(), l.key, zs...).Err(); err != nil {
+	if err := s.Client().ZAdd(t.Context(), l.set, zs...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rounds := 0
@@ -90,11 +90,11 @@ func TestConcurrencyOrphansBatched(t *testing.T) {
 			t.Fatal("the held lease was lost")
 		}
 	}
-	if n := leases(t, s, key); n != 1 {
+	if n := leaseCount(t, s, key); n != 1 {
 		t.Fatalf("%d leases left, want the held one", n)
 	}
 	p.Release(sluice.Success, 0)
-	if n := leases(t, s, key); n != 0 {
+	if n := leaseCount(t, s, key); n != 0 {
 		t.Fatalf("%d leases after release", n)
 	}
 }
@@ -108,11 +108,11 @@ func TestConcurrencyOrphansCapped(t *testing.T) {
 	}
 	l := newConcurrency(t, s, ConcurrencyConfig{Key: "capped", Limit: 5, TTL: time.Hour})
 	for i := range maxOrphans + 10 {
-		l.orphan("o:" + strconv.Itoa(i))
+		l.orphan(lease{l.set, "o:" + strconv.Itoa(i)})
 	}
 	s.Close() // the removal fails: the batch goes back
 	l.renewOnce()
-	l.orphan("late")
+	l.orphan(lease{l.set, "late"})
 	if n := len(l.orphans); n != maxOrphans {
 		t.Fatalf("%d orphans, cap %d", n, maxOrphans)
 	}
@@ -165,7 +165,7 @@ func TestConcurrencyUnsentCallsNeverSent(t *testing.T) {
 	l.mu.Lock()
 	orphans := len(l.orphans)
 	l.mu.Unlock()
-	n := leases(t, s, key)
+	n := leaseCount(t, s, key)
 	if orphans == 0 || orphans >= 40 {
 		t.Fatalf("%d orphans of 40 failed acquires: want the sent ones only, at least one", orphans)
 	}

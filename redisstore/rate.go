@@ -120,7 +120,7 @@ func NewBuckets(s *Store, cfg RateConfig) (*Buckets, error) {
 	b := &Buckets{
 		s:     s,
 		cfg:   cfg,
-		t:     strconv.FormatFloat(1e6/cfg.Rate, 'g', 17, 64),
+		t:     strconv.FormatFloat(1e6/cfg.Rate, 'g', -1, 64), // the shortest exact form: less for Redis to read
 		burst: strconv.Itoa(cfg.Burst),
 	}
 	b.cache = newOverLimit(cmp.Or(cfg.OverLimitCache, DefaultMaxKeys)) // -1: none
@@ -254,14 +254,14 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 	if b.res != nil {
 		if b.res.take(key, int64(n), now) {
 			b.c.local.Add(1)
-			b.c.admitted.Add(1)
+			b.c.admit()
 			return sluice.NewPermit(&grant{b: b, key: key, n: n, local: true}, 0), nil
 		}
 		k = max(n, b.cfg.Batch)
 	}
 	r, err := b.eval(key, n, k, min(int64(maxWait/time.Microsecond), maxMicros))
 	if err != nil {
-		return b.fail(ctx, wait, key, n, err)
+		return b.fail(ctx, wait, key, n)
 	}
 	if !r.allowed {
 		now = b.s.now()
@@ -279,47 +279,34 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 			return sluice.Permit{}, err
 		}
 	}
-	b.c.admitted.Add(1)
+	b.c.admit()
 	return p, nil
 }
 
-// fail applies the failure policy to a decision the store could not make.
-func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int, err error) (sluice.Permit, error) {
-	_ = err // counted by the store; the policy does not depend on which failure
-	b.c.fallbacks.Add(1)
-	switch b.cfg.Failure {
-	case FailClosed:
-		return sluice.Permit{}, b.c.reject(sluice.Reject(sluice.ReasonStore, b.s.cfg.BreakerCooldown))
-	case FailLocal:
-		lim, lerr := b.local.get(b.replicas(), b.buildLocal)
-		if lerr != nil {
-			return sluice.Permit{}, lerr
+// fail applies the failure policy to a decision the store could not make
+// (the store counted why).
+func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int) (sluice.Permit, error) {
+	return b.c.fail(b.cfg.Failure, b.s.cfg.BreakerCooldown, func() (sluice.Permit, error) {
+		lim, err := b.local.get(b.replicas(), b.buildLocal)
+		if err != nil {
+			return sluice.Permit{}, err
 		}
-		var p sluice.Permit
-		var e error
 		switch {
 		case wait && n == 1:
-			p, e = lim.Acquire(ctx, key)
+			return lim.Acquire(ctx, key)
 		case n == 1:
-			p, e = lim.TryAcquire(key)
-		default:
-			// The local buckets take one token at a time; a weighted
-			// request that finds fewer than n loses those it took, which
-			// errs on the strict side while Redis is away.
-			for i := 0; i < n && e == nil; i++ {
-				if !lim.Allow(key) {
-					e = sluice.RejectQuota(sluice.ReasonRate, 0)
-				}
+			return lim.TryAcquire(key)
+		}
+		// The local buckets take one token at a time; a weighted request
+		// that finds fewer than n loses those it took, which errs on the
+		// strict side while Redis is away.
+		for range n {
+			if !lim.Allow(key) {
+				return sluice.Permit{}, sluice.RejectQuota(sluice.ReasonRate, 0)
 			}
 		}
-		if e != nil {
-			return sluice.Permit{}, b.c.reject(e)
-		}
-		b.c.admitted.Add(1)
-		return p, nil
-	}
-	b.c.admitted.Add(1)
-	return sluice.Permit{}, nil // FailOpen: a permit that holds nothing
+		return sluice.Permit{}, nil
+	})
 }
 
 func (b *Buckets) replicas() int {

@@ -267,6 +267,15 @@ func TestAcceptanceSeed001Bursts(t *testing.T) {
 	// are for millisecond requests. Here a queue is "standing" once it has
 	// not emptied for 1 s (two bursts, two service times), and a waiter in a
 	// standing queue may wait 100 ms for a slot.
+	//
+	// CoDel serves more than FIFO within 1 s and never serves a request
+	// that waited longer; it does not match LIFO here. (It seemed to while
+	// a burst's requests arrived at one instant: the queue then started at
+	// the burst's very instant, and the first wait bound passed exactly as
+	// the burst two rounds later arrived, which found an empty queue. On
+	// sockets, as now in the simulator, a burst's requests arrive in order,
+	// the next burst's first requests find the standing queue, and `sluice
+	// lab` measured CoDel 173-205 against LIFO 282 and FIFO 105.)
 	pols := []Policy{
 		ConcurrencyPolicy{Name: "fifo", Limit: 50, Queue: 200},
 		ConcurrencyPolicy{Name: "lifo", Limit: 50, Queue: 200, Discipline: concurrency.LIFO},
@@ -287,8 +296,11 @@ func TestAcceptanceSeed001Bursts(t *testing.T) {
 		if lifo <= fifo {
 			t.Errorf("seed %d: LIFO served %d within 1 s, FIFO %d: want LIFO > FIFO (seed 001: 450 vs 339)", seed, lifo, fifo)
 		}
-		if codel < lifo {
-			t.Errorf("seed %d: CoDel served %d within 1 s, LIFO %d: want CoDel >= LIFO", seed, codel, lifo)
+		if codel <= fifo {
+			t.Errorf("seed %d: CoDel served %d within 1 s, FIFO %d: want CoDel > FIFO", seed, codel, fifo)
+		}
+		if all := res.Policies[2].Summary.Wait.Count; all != codel {
+			t.Errorf("seed %d: CoDel served %d, %d of them within 1 s: want none later (it sheds instead)", seed, all, codel)
 		}
 	}
 }

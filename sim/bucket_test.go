@@ -26,15 +26,15 @@ func TestBucketStartsFull(t *testing.T) {
 
 // TestBucketDeadlineRule: the token bucket's wait follows the library's
 // rule (internal/waitrule): a turn must come strictly before the client's
-// deadline. Two requests at 0 with a 1 s deadline, a bucket of 1 token
-// refilled at 1 per second: the second's token comes at 1 s, when its
-// client gives up, so it is rejected at once for its deadline rather than
-// left to time out.
+// deadline. Requests at 0 and 0.5 s with a 0.5 s deadline, a bucket of 1
+// token refilled at 1 per second: the second's token comes at 1 s, when
+// its client gives up, so it is rejected at once for its deadline rather
+// than left to time out.
 func TestBucketDeadlineRule(t *testing.T) {
 	s := Scenario{
-		Duration: 5 * time.Second,
+		Duration: time.Second,
 		Origin:   Origin{Workers: 10, Service: Dist{Kind: Constant, Mean: ms}},
-		Load:     Load{Bursts: Bursts{Size: 2, Count: 1}, Timeout: time.Second},
+		Load:     Load{Rate: 2, Timeout: 500 * ms},
 		Policies: []Policy{TokenBucketPolicy{Rate: 1, Burst: 1, MaxWait: 5 * time.Second}},
 	}
 	res, err := Run(s)

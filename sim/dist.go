@@ -3,10 +3,13 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"time"
 )
 
-// sampler draws service times, in nanoseconds, from a Dist.
-type sampler struct {
+// Sampler draws service times from a Dist, as the simulator's origin does:
+// a lognormal's mean (not its median) is the Dist's Mean. sluice origin
+// draws with it, so a real origin serves what the model says.
+type Sampler struct {
 	kind       DistKind
 	mean       float64 // ns
 	mu, sigma  float64 // lognormal's underlying normal
@@ -15,8 +18,14 @@ type sampler struct {
 	meanActual float64 // ns, the distribution's true mean (for capacity)
 }
 
-func newSampler(d Dist) sampler {
-	s := sampler{kind: d.Kind, mean: float64(d.Mean), tail: float64(d.Tail), tailFrac: d.TailFraction}
+// ServiceRand is the random source of a scenario's service times for seed:
+// the simulator's origin draws from it, one draw per request as it starts
+// service, in that order.
+func ServiceRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 2)) }
+
+// NewSampler returns the sampler of d, which must be valid (Validate).
+func NewSampler(d Dist) Sampler {
+	s := Sampler{kind: d.Kind, mean: float64(d.Mean), tail: float64(d.Tail), tailFrac: d.TailFraction}
 	s.meanActual = s.mean
 	switch d.Kind {
 	case Lognormal:
@@ -32,7 +41,15 @@ func newSampler(d Dist) sampler {
 	return s
 }
 
-func (s *sampler) draw(rng *rand.Rand) int64 {
+// Mean is the distribution's mean (for a bimodal one, the weighted mean
+// of its two modes): workers over it is the origin's capacity.
+func (s *Sampler) Mean() time.Duration { return time.Duration(s.meanActual) }
+
+// Draw returns a service time drawn from rng, at least 1 ns and capped far
+// past any run.
+func (s *Sampler) Draw(rng *rand.Rand) time.Duration { return time.Duration(s.draw(rng)) }
+
+func (s *Sampler) draw(rng *rand.Rand) int64 {
 	var v float64
 	switch s.kind {
 	case Exponential:

@@ -63,6 +63,11 @@ type engine struct {
 	wakePending bool
 	wakeAt      int64
 
+	// bySend counts the successes of attempts sent in the measured window,
+	// including those answered after the end (drain).
+	bySend   int64
+	draining bool
+
 	// full is set when more than maxLive requests are alive at once: the
 	// run stops and reports where they were (overflow).
 	full bool
@@ -76,8 +81,8 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 	e := &engine{
 		sc:        sc,
 		end:       int64(sc.Duration),
-		rngArr:    rand.New(rand.NewPCG(sc.Seed, 1)),
-		rngSvc:    rand.New(rand.NewPCG(sc.Seed, 2)),
+		rngArr:    ArrivalRand(sc.Seed),
+		rngSvc:    ServiceRand(sc.Seed),
 		rngRetry:  rand.New(rand.NewPCG(sc.Seed, 3)),
 		arr:       NewArrivals(&sc.Load),
 		m:         newMetrics(int64(sc.Warmup), int(sc.Duration/interval)+1),
@@ -173,38 +178,73 @@ func (e *engine) run() {
 		if !ok {
 			return
 		}
-		e.now = ev.at
-		switch ev.kind {
-		case evArrival:
-			e.send()
-			e.nextArrival()
-		case evBurst:
-			b := e.sc.Load.Bursts
-			for range b.Size {
-				e.send()
+		e.fireEvent(ev)
+	}
+}
+
+// drain goes on past the end of the run, with no new sends and no retries,
+// until every client has had its answer or given up: at its deadline, or
+// without one for another Duration at most (as sluice load waits). The
+// summary has been taken: only bySend still counts, so that a real run's
+// count, by intended send time however late the answer, has its match.
+func (e *engine) drain() {
+	e.draining = true
+	e.m.warmup = never // nothing more is recorded in the measured window
+	if e.timeout > 0 {
+		e.end += e.timeout
+	} else {
+		e.end += int64(e.sc.Duration)
+	}
+	for !e.full && e.clientBusy > 0 {
+		ev, ok := e.next()
+		if !ok {
+			return
+		}
+		e.fireEvent(ev)
+	}
+}
+
+// fireEvent advances the clock to ev and does what it says.
+func (e *engine) fireEvent(ev event) {
+	e.now = ev.at
+	switch ev.kind {
+	case evArrival:
+		e.send()
+		e.nextArrival()
+	case evBurst:
+		// Request gen of burst id. A burst's requests reach the policy one
+		// after another, a nanosecond apart, as they do over sockets: were
+		// they simultaneous, the one that makes a queue form (say the 51st
+		// at a limit of 50) would do so at the instant of the first, and a
+		// wait bound counted from it (CoDel's interval) would pass at the
+		// very instant a burst as far ahead arrives, not after its first
+		// requests.
+		b := e.sc.Load.Bursts
+		e.send()
+		if k := ev.gen + 1; int(k) < b.Size && e.now+1 < e.end {
+			e.schedule(e.now+1, evBurst, ev.id, k)
+		}
+		if n := int(ev.id) + 1; ev.gen == 0 && n < b.Count {
+			if at := int64(b.At) + int64(n)*int64(b.Every); at < e.end {
+				e.schedule(at, evBurst, int32(n), 0)
 			}
-			if n := int(ev.id) + 1; n < b.Count {
-				if at := int64(b.At) + int64(n)*int64(b.Every); at < e.end {
-					e.schedule(at, evBurst, int32(n), 0)
-				}
-			}
-		case evWake:
-			if ev.at == e.wakeAt {
-				e.wakePending = false
-			}
-			e.pol.wake(e.now)
-		case evTick:
-			e.closeInterval()
-			if e.now < e.end {
-				e.schedule(min(e.now+e.tick, e.end), evTick, 0, 0)
-			}
-		case evChange:
-			e.org.change(e, &e.sc.Origin.Changes[ev.id])
-			e.scheduleChange()
-		default:
-			if r := e.req(ev.id); r.gen == ev.gen {
-				e.fire(ev.kind, ev.id, r)
-			}
+		}
+	case evWake:
+		if ev.at == e.wakeAt {
+			e.wakePending = false
+		}
+		e.pol.wake(e.now)
+	case evTick:
+		e.closeInterval()
+		if e.now < e.end {
+			e.schedule(min(e.now+e.tick, e.end), evTick, 0, 0)
+		}
+	case evChange:
+		e.org.change(e, &e.sc.Origin.Changes[ev.id])
+		e.scheduleChange()
+	default:
+		if r := e.req(ev.id); r.gen == ev.gen {
+			e.fire(ev.kind, ev.id, r)
 		}
 	}
 }
@@ -212,6 +252,12 @@ func (e *engine) run() {
 func (e *engine) fire(k evKind, id int32, r *request) {
 	switch k {
 	case evRetry:
+		if e.draining { // the run is over: the client stops
+			r.clientOK = false
+			e.clientBusy--
+			e.maybeFree(id, r)
+			return
+		}
 		e.start(id, r)
 	case evDeadline:
 		e.giveUp(id, r)
@@ -333,6 +379,9 @@ func (e *engine) answer(id int32, r *request, c int) {
 		if r.clientOK {
 			o = sluice.Success
 			e.m.success(e.now, e.now-r.sent)
+			if r.sent >= int64(e.sc.Warmup) {
+				e.bySend++
+			}
 			r.clientOK = false
 			e.clientBusy--
 		} else {
@@ -367,7 +416,7 @@ func (e *engine) giveUp(id int32, r *request) {
 func (e *engine) fail(id int32, r *request) {
 	r.clientOK = false
 	rt := e.sc.Load.Retries
-	if int(r.attempt) < rt.Max && (rt.Budget == 0 || e.retryTokens >= 1) {
+	if !e.draining && int(r.attempt) < rt.Max && (rt.Budget == 0 || e.retryTokens >= 1) {
 		if rt.Budget > 0 {
 			e.retryTokens--
 		}

@@ -5,7 +5,7 @@ type evKind uint8
 
 const (
 	evArrival       evKind = iota // the next open-loop arrival
-	evBurst                       // a burst of arrivals; id is the burst's index
+	evBurst                       // request gen of burst number id
 	evRetry                       // request id is sent again (a retry attempt)
 	evDeadline                    // request id's client deadline
 	evComplete                    // the origin finishes request id

@@ -134,3 +134,31 @@ func ExampleArrivals() {
 	fmt.Println()
 	// Output: 0.00s 0.50s 1.00s 1.25s 1.50s 1.75s
 }
+
+// The simulator's origin draws service times from a Sampler fed by
+// ServiceRand; sluice origin draws from the same, in the same order. A
+// bimodal Dist's Mean is its fast mode; Sampler.Mean is the true mean.
+func ExampleNewSampler() {
+	s := sim.NewSampler(sim.Dist{Kind: sim.Bimodal, Mean: 10 * time.Millisecond, Tail: 200 * time.Millisecond, TailFraction: 0.1})
+	rng := sim.ServiceRand(1)
+	var sum time.Duration
+	const n = 100_000
+	for range n {
+		sum += s.Draw(rng)
+	}
+	fmt.Println(s.Mean(), (sum / n).Round(time.Millisecond))
+	// Output: 29ms 29ms
+}
+
+// ArrivalRand is the random source of a scenario's Poisson arrivals: the
+// same seed gives the simulator's send times, which sluice load plays.
+func ExampleArrivalRand() {
+	arr := sim.NewArrivals(&sim.Load{Arrivals: sim.PoissonArrivals, Rate: 100})
+	rng := sim.ArrivalRand(1)
+	n := 0
+	for t, ok := arr.Next(rng); ok && t < 10; t, ok = arr.Next(rng) {
+		n++
+	}
+	fmt.Printf("%d sends in 10 s at 100 per second\n", n)
+	// Output: 986 sends in 10 s at 100 per second
+}

@@ -9,6 +9,11 @@ import (
 // t in [start, end), times in seconds.
 type segment struct{ start, end, a, b float64 }
 
+// ArrivalRand is the random source of a scenario's arrivals for seed:
+// NewArrivals drawn from it gives the simulator's send times, so a load
+// generator that uses it sends what a simulated run models.
+func ArrivalRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 1)) }
+
 // Arrivals generates open-loop arrival times for a piecewise-constant or
 // piecewise-linear rate by inverting the cumulative intensity: the next
 // arrival is where the integral of the rate since the last one reaches 1

@@ -155,6 +155,42 @@ func TestTieOrder(t *testing.T) {
 	}
 }
 
+// TestSucceededBySend: requests queued at the end of the run are followed
+// to their answers, as a load generator waits for them, and counted by
+// their send time; Successes stops at Duration.
+func TestSucceededBySend(t *testing.T) {
+	// 20 requests in 1 s to one worker of 100 ms: request k (sent at
+	// k × 50 ms) is answered at (k+1) × 100 ms, after 100 + 50k ms. Ten
+	// answers come by the end; with a 1 s timeout, k = 0..17 succeed
+	// (k = 18 is answered at its deadline, too late).
+	for _, tt := range []struct {
+		timeout time.Duration
+		want    int64
+	}{{time.Second, 18}, {0, 20}} {
+		p := run1(t, Scenario{
+			Duration: time.Second,
+			Origin:   Origin{Workers: 1, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: 100 * ms}},
+			Load:     Load{Rate: 20, Timeout: tt.timeout},
+			Policies: []Policy{NonePolicy{}},
+		})
+		if s := p.Summary; s.Successes != 10 || s.SucceededBySend != tt.want {
+			t.Errorf("timeout %v: %d successes by the end, %d by send time; want 10 and %d", tt.timeout, s.Successes, s.SucceededBySend, tt.want)
+		}
+	}
+
+	// After the end nothing is retried: a request sent at 900 ms that
+	// fails at once would retry at 1.1 s.
+	p := run1(t, Scenario{
+		Duration: time.Second,
+		Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: 100 * ms}},
+		Load:     Load{Rate: 10, Timeout: time.Second, Retries: Retries{Max: 3, Backoff: 200 * ms}},
+		Policies: []Policy{TokenBucketPolicy{Rate: 1, Burst: 1}},
+	})
+	if s := p.Summary; s.SucceededBySend != s.Successes {
+		t.Errorf("with retries: %d successes, %d by send time; want the same (no retry after the end)", s.Successes, s.SucceededBySend)
+	}
+}
+
 func TestRetryBudget(t *testing.T) {
 	s := Scenario{
 		Seed: 1, Duration: 10 * time.Second,

@@ -7,7 +7,7 @@ type origin struct {
 	busy    int
 	bound   int   // queue bound; Unbounded: none
 	tmo     int64 // the origin's timeout, 0: none
-	svc     sampler
+	svc     Sampler
 
 	// q is a ring of queued requests. Entries whose request left the queue
 	// early (the origin's timeout) stay as tombstones, recognised by gen,
@@ -24,7 +24,7 @@ type qent struct {
 }
 
 func newOrigin(o *Origin) origin {
-	return origin{workers: o.Workers, bound: o.Queue, tmo: int64(o.Timeout), svc: newSampler(o.Service), q: make([]qent, 16)}
+	return origin{workers: o.Workers, bound: o.Queue, tmo: int64(o.Timeout), svc: NewSampler(o.Service), q: make([]qent, 16)}
 }
 
 // capacity is the completion rate the origin can sustain: workers over the
@@ -99,7 +99,7 @@ func (o *origin) change(e *engine, c *Change) {
 		o.workers = c.Workers
 	}
 	if c.Service.Kind != "" {
-		o.svc = newSampler(c.Service)
+		o.svc = NewSampler(c.Service)
 	}
 	e.m.capacity(e.now, o.capacity())
 	o.startQueued(e)

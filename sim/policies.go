@@ -104,6 +104,10 @@ type ConcurrencyPolicy struct {
 	// MaxWait is the longest a request waits for admission; 0: no limit
 	// other than its own deadline.
 	MaxWait time.Duration `yaml:"max_wait" json:"max_wait"`
+	// MaxWaitServices bounds the wait to that many mean service times, as
+	// the limiter measures them (concurrency.Config.MaxWaitServices); 0:
+	// none.
+	MaxWaitServices float64 `yaml:"max_wait_services" json:"max_wait_services"`
 	// Discipline orders the queue: fifo (default), lifo, codel or
 	// adaptive_lifo (concurrency.Discipline's names).
 	Discipline concurrency.Discipline `yaml:"discipline" json:"discipline"`
@@ -137,13 +141,14 @@ type AdaptivePolicy struct {
 	Gradient2 adaptive.Gradient2Config `yaml:"gradient2" json:"gradient2"`
 	Little    adaptive.LittleConfig    `yaml:"little" json:"little"`
 
-	// Queue, MaxWait, Discipline, CoDelTarget and CoDelInterval are as in
-	// ConcurrencyPolicy.
-	Queue         int                    `yaml:"queue" json:"queue"`
-	MaxWait       time.Duration          `yaml:"max_wait" json:"max_wait"`
-	Discipline    concurrency.Discipline `yaml:"discipline" json:"discipline"`
-	CoDelTarget   time.Duration          `yaml:"codel_target" json:"codel_target"`
-	CoDelInterval time.Duration          `yaml:"codel_interval" json:"codel_interval"`
+	// Queue, MaxWait, MaxWaitServices, Discipline, CoDelTarget and
+	// CoDelInterval are as in ConcurrencyPolicy.
+	Queue           int                    `yaml:"queue" json:"queue"`
+	MaxWait         time.Duration          `yaml:"max_wait" json:"max_wait"`
+	MaxWaitServices float64                `yaml:"max_wait_services" json:"max_wait_services"`
+	Discipline      concurrency.Discipline `yaml:"discipline" json:"discipline"`
+	CoDelTarget     time.Duration          `yaml:"codel_target" json:"codel_target"`
+	CoDelInterval   time.Duration          `yaml:"codel_interval" json:"codel_interval"`
 }
 
 // TokenBucketPolicy is a rate limit (package rate). With MaxWait > 0 a

@@ -39,6 +39,14 @@ type Summary struct {
 	Unsent int64 `json:"unsent"`
 	// Successes counts responses within the client's deadline.
 	Successes int64 `json:"successes"`
+	// SucceededBySend counts the attempts sent in the window that
+	// succeeded, however long after Duration their answer came: the run
+	// goes on past Duration, with no new sends or retries, until each
+	// client has its answer or gives up (at its deadline; without one, for
+	// another Duration at most). It is what a load generator counts by
+	// intended send time; Successes counts by completion time and stops at
+	// Duration, which leaves out a queue that drains after a ramp.
+	SucceededBySend int64 `json:"succeeded_by_send"`
 	// Failed counts attempts that ended without a success: rejected,
 	// refused, timed out at the client or at the origin. Requests still
 	// waiting at the end of the run are neither.

@@ -44,9 +44,12 @@ func runPolicy(s *Scenario, i int) (PolicyResult, error) {
 	if e.full {
 		return PolicyResult{}, e.overflow(i)
 	}
+	sum := e.m.summary(e.end)
+	e.drain()
+	sum.SucceededBySend = e.bySend
 	return PolicyResult{
 		Name:      p.Label(),
-		Summary:   e.m.summary(e.end),
+		Summary:   sum,
 		Series:    e.m.points,
 		Simulated: e.simulated,
 		latency:   e.m.lat,

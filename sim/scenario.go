@@ -120,7 +120,8 @@ type Load struct {
 	// Ramp interpolates the rate linearly between Rate at 0 and the steps,
 	// instead of jumping at each step.
 	Ramp bool `yaml:"ramp" json:"ramp"`
-	// Bursts adds groups of requests sent at the same instant.
+	// Bursts adds groups of requests sent at the same instant; they reach
+	// the policy in order, a nanosecond apart, as over sockets.
 	Bursts Bursts `yaml:"bursts" json:"bursts"`
 	// Timeout is the client's deadline from the intended send time: a
 	// response later than that is worthless and the client stops waiting.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -90,16 +91,17 @@ func checkCore(f string, cfg concurrency.Config) error {
 type queueConfig struct {
 	queue                   int
 	maxWait                 time.Duration
+	maxWaitServices         float64
 	discipline              concurrency.Discipline
 	codelTarget, codelInter time.Duration
 }
 
 func (p ConcurrencyPolicy) queue() queueConfig {
-	return queueConfig{p.Queue, p.MaxWait, p.Discipline, p.CoDelTarget, p.CoDelInterval}
+	return queueConfig{p.Queue, p.MaxWait, p.MaxWaitServices, p.Discipline, p.CoDelTarget, p.CoDelInterval}
 }
 
 func (p AdaptivePolicy) queue() queueConfig {
-	return queueConfig{p.Queue, p.MaxWait, p.Discipline, p.CoDelTarget, p.CoDelInterval}
+	return queueConfig{p.Queue, p.MaxWait, p.MaxWaitServices, p.Discipline, p.CoDelTarget, p.CoDelInterval}
 }
 
 func (q queueConfig) validate(f string) error {
@@ -114,6 +116,9 @@ func (q queueConfig) validate(f string) error {
 			return err
 		}
 	}
+	if !(q.maxWaitServices >= 0) || math.IsInf(q.maxWaitServices, 1) {
+		return bad(f+".max_wait_services", "must be a finite number >= 0 (0: none), got %v", q.maxWaitServices)
+	}
 	if _, err := q.discipline.MarshalText(); err != nil {
 		return bad(f+".discipline", "unknown discipline %d (fifo, lifo, codel, adaptive_lifo)", q.discipline)
 	}
@@ -126,12 +131,13 @@ func (q queueConfig) validate(f string) error {
 // config is the concurrency.Config of a queue in front of limit.
 func (q queueConfig) config(limit int) concurrency.Config {
 	cfg := concurrency.Config{
-		Limit:         limit,
-		MaxQueue:      q.queue,
-		MaxWait:       q.maxWait,
-		Discipline:    q.discipline,
-		CoDelTarget:   q.codelTarget,
-		CoDelInterval: q.codelInter,
+		Limit:           limit,
+		MaxQueue:        q.queue,
+		MaxWait:         q.maxWait,
+		MaxWaitServices: q.maxWaitServices,
+		Discipline:      q.discipline,
+		CoDelTarget:     q.codelTarget,
+		CoDelInterval:   q.codelInter,
 	}
 	if q.queue == Unbounded {
 		cfg.MaxQueue = concurrency.MaxLimit

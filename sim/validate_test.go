@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,8 @@ func TestValidate(t *testing.T) {
 		{"policies[0].burst", func(s *Scenario) { s.Policies[0] = TickerPolicy{Rate: 5, Burst: -1} }},
 		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, Queue: -5} }},
 		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, MaxWait: -1} }},
+		{"policies[0].max_wait_services", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, MaxWaitServices: -1} }},
+		{"policies[0].max_wait_services", func(s *Scenario) { s.Policies[0] = AdaptivePolicy{MaxWaitServices: math.NaN()} }},
 		{"policies[0].discipline", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, Discipline: 42} }},
 		{"policies[0].codel_target", func(s *Scenario) {
 			s.Policies[0] = ConcurrencyPolicy{Limit: 1, CoDelTarget: time.Second}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
@@ -89,9 +90,18 @@ func demo(ctx context.Context, o options, s *server, out io.Writer) error {
 }
 
 // drive sends requests as ip at g.rps on a fixed schedule, whether or not
-// the previous ones have finished (open loop, as real clients do).
+// the previous ones have finished (open loop, as real clients do). Each
+// client starts at a random point of its period: clients started together
+// would all send at the same instants, and their bursts would queue
+// whatever the server did.
 func drive(ctx context.Context, client *http.Client, url, ip string, g *group, wg *sync.WaitGroup) {
-	tick := time.NewTicker(time.Duration(float64(time.Second) / g.rps))
+	every := time.Duration(float64(time.Second) / g.rps)
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(rand.N(every)):
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {

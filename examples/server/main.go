@@ -149,17 +149,20 @@ func newServer(o options, trusted []string) (*server, error) {
 	}
 	// Little, the recommended adaptive limit, finds the backend's worker
 	// count (which the server is not told) from latency and throughput,
-	// plus a quarter for a small queue. A short LIFO queue in front keeps
-	// a request ready for each worker that frees, and serves the freshest.
+	// plus 15% (its Headroom) for a small queue. A short LIFO queue in
+	// front keeps a request ready for each worker that frees and serves
+	// the freshest; a waiter left four mean service times is told no
+	// (MaxWaitServices: the bound follows the backend's speed, which the
+	// server is not told either).
 	alg, err := adaptive.NewLittle(adaptive.LittleConfig{MaxLimit: 200})
 	if err != nil {
 		return nil, err
 	}
 	global, err := concurrency.New(concurrency.Config{
-		Algorithm:  alg,
-		MaxQueue:   50,
-		MaxWait:    100 * time.Millisecond,
-		Discipline: concurrency.LIFO,
+		Algorithm:       alg,
+		MaxQueue:        50,
+		MaxWaitServices: 4,
+		Discipline:      concurrency.LIFO,
 	})
 	if err != nil {
 		return nil, err

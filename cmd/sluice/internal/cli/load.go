@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"runtime/debug"
@@ -33,7 +34,7 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	clients := fs.Int("clients", 1, "distinct clients, in turn")
 	via := fs.String("clients-via", load.ViaAddr, "how clients differ: addr (127.0.x.y source addresses) or xff (X-Forwarded-For)")
 	timescale := fs.Float64("timescale", 1, "multiply the schedule's durations and divide its rates by `F`")
-	seed := fs.Uint64("seed", 0, "seed of the Poisson arrivals (0: random, or the scenario's)")
+	seed := fs.Uint64("seed", 0, "seed of the Poisson arrivals (default: the scenario's, whose arrivals are then the simulator's; else random)")
 	method := fs.String("method", "GET", "request method")
 	var headers headerFlag
 	fs.Var(&headers, "H", "add a request header `'Name: value'`; repeatable")
@@ -79,8 +80,11 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 			return usageError(fs, "-max-outstanding", fmt.Errorf("must be > 0, got %d", *maxOut))
 		}
 	}
-	if set["seed"] {
+	switch {
+	case set["seed"]:
 		cfg.Seed = *seed
+	case *file == "":
+		cfg.Seed = rand.Uint64()
 	}
 	if len(steps) > 0 {
 		cfg.Steps = steps

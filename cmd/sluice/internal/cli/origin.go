@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -28,7 +29,7 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	timeout := fs.Duration("timeout", 0, "answer 504 after this long (origin.timeout; 0: never)")
 	timescale := fs.Float64("timescale", 1, "multiply every duration of the model by `F` (0.05: 1s becomes 50ms)")
 	errRate := fs.Float64("error-rate", 0, "fraction of served requests answered 500")
-	seed := fs.Uint64("seed", 0, "seed of the service-time draws (0: random)")
+	seed := fs.Uint64("seed", 0, "seed of the service-time draws (default: the scenario's, whose draws are then the simulator's; else random)")
 	runFor := fs.Duration("for", 0, "stop after this long (0: until interrupted)")
 	var changes changesFlag
 	fs.Var(&changes, "change", "change the model at a time: `AT:work=D` (the mean service time) and/or workers=N, comma-separated (60s:work=2s); repeatable (origin.changes)")
@@ -78,8 +79,11 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	if set["timeout"] {
 		cfg.Timeout = *timeout
 	}
-	if set["seed"] {
+	switch {
+	case set["seed"]:
 		cfg.Seed = *seed
+	case len(pos) == 0:
+		cfg.Seed = rand.Uint64()
 	}
 	if len(changes) > 0 {
 		cfg.Changes = nil

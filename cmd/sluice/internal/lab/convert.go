@@ -69,12 +69,14 @@ func fromLoad(res *load.Result, samples []gaugeSample, s sim.Scenario, interval 
 		Sent:       res.Sent,
 		Unsent:     res.Skipped,
 		Successes:  res.Good,
-		Failed:     res.Sent - res.Good - res.Unfinished,
-		Timeouts:   res.Errors["timeout"],
-		Rejected:   map[string]int64{},
-		Success:    percentiles(res.Success),
-		Rejection:  percentiles(res.Rejection),
-		Late:       res.Late,
+		// The generator counts by intended send time already.
+		SucceededBySend: res.Good,
+		Failed:          res.Sent - res.Good - res.Unfinished,
+		Timeouts:        res.Errors["timeout"],
+		Rejected:        map[string]int64{},
+		Success:         percentiles(res.Success),
+		Rejection:       percentiles(res.Rejection),
+		Late:            res.Late,
 	}
 	lag := percentiles(res.SendLag)
 	sum.SendLag = &lag

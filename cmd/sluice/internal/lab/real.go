@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +89,9 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 		}
 		s.Load.Retries = sim.Retries{}
 	}
-	org, err := origin.New(origin.Config{Origin: s.Origin, Seed: s.Seed + 1})
+	// The scenario's seed: the origin draws the simulator's service times
+	// and the generator sends at the simulator's times.
+	org, err := origin.New(origin.Config{Origin: s.Origin, Seed: s.Seed})
 	if err != nil {
 		return nil, err
 	}
@@ -248,16 +249,12 @@ func (f *front) admitted(w http.ResponseWriter, r *http.Request) {
 type statusRecorder struct {
 	http.ResponseWriter
 	status   int
-	rejected bool // answered by the policy's onReject
+	rejected bool // the policy said no (set by onReject)
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
-		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			r := s.Header().Get(load.DefaultReasonHeader)
-			s.rejected = r != "" && !strings.HasPrefix(r, "origin-")
-		}
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
@@ -270,11 +267,17 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 }
 
 // onReject answers as httplimit does and names the reason in the field the
-// load generator counts rejections by.
+// load generator counts rejections by. A policy's rejection is marked on
+// the front's recorder, which the middleware hands on as it got it, for
+// the rejections' latency at the server; a wait that ended with its
+// context is not one.
 func onReject(w http.ResponseWriter, r *http.Request, err error) {
 	var re *sluice.RejectError
 	if errors.As(err, &re) {
 		w.Header().Set(load.DefaultReasonHeader, re.Reason.String())
+		if sr, ok := w.(*statusRecorder); ok {
+			sr.rejected = true
+		}
 	} else {
 		w.Header().Set(load.DefaultReasonHeader, "canceled")
 	}

@@ -49,11 +49,18 @@ func TestSeed000OnSockets(t *testing.T) {
 }
 
 // checkReal logs an experiment's agreement and checks, and requires its
-// want checks on real sockets, every one held.
+// want checks on real sockets, every one held, and every policy's real
+// figure within AgreementPP of the simulator's.
 func checkReal(t *testing.T, x ExperimentResult, want int) {
 	t.Helper()
 	for _, a := range x.Agreement {
 		t.Logf("%-18s real %5.1f%%  sim %5.1f%%  %+.1f pp", a.Policy, a.RealPct, a.SimPct, a.DiffPP)
+		if !a.Held {
+			t.Errorf("%s: real %.1f%% of requests succeeded, simulated %.1f%%: more than %v points apart", a.Policy, a.RealPct, a.SimPct, AgreementPP)
+		}
+	}
+	if len(x.Agreement) == 0 {
+		t.Error("no policy compared with the simulator")
 	}
 	n := 0
 	for _, c := range x.Checks {

@@ -95,16 +95,19 @@ func WriteJSON(w io.Writer, r *Result) error {
 	return enc.Encode(r)
 }
 
-// successPct is a policy's successes as a share of the requests due (sent
-// or not sent for want of a client worker): the figure real and simulated
-// runs are compared on. It does not depend on the origin's capacity, which
-// a seed 004 bucket leaves far away.
+// successPct is the share of the requests due in the window (sent, or not
+// sent for want of a client worker) that succeeded, however late after the
+// end their answer came: the figure real and simulated runs are compared
+// on. Both sides count it by send time (the simulator follows the requests
+// still out at the end to their answers, as the load generator waits for
+// them), so a queue that drains after a ramp counts on both. It does not
+// depend on the origin's capacity, which a seed 004 bucket leaves far away.
 func successPct(s report.Summary) float64 {
 	due := s.Sent + s.Unsent - s.Retries
 	if due <= 0 {
 		return 0
 	}
-	return 100 * float64(s.Successes) / float64(due)
+	return 100 * float64(s.SucceededBySend) / float64(due)
 }
 
 // agree pairs the policies of the simulated and real reports by name.

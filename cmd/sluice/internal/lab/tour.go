@@ -55,8 +55,10 @@ type Experiment struct {
 // recommended is sluice's recommended adaptive policy: the algorithm the
 // simulator and the library use when none is named (so the tour follows
 // the recommendation when it changes), behind the short LIFO queue that
-// package adaptive recommends with it.
-var recommended = sim.AdaptivePolicy{Name: "adaptive", Queue: 50, Discipline: concurrency.LIFO}
+// package adaptive recommends with it, whose wait is bounded to four mean
+// service times: without the bound LIFO's oldest waiters wait until their
+// client gives up (seconds, on seed 000) to be rejected then.
+var recommended = sim.AdaptivePolicy{Name: "adaptive", Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4}
 
 // Tour returns the seeds' experiments that `sluice lab` runs without
 // arguments, with files relative to the repository root. Time scales keep

@@ -92,7 +92,9 @@ type Config struct {
 	// that a run against an origin with the same TimeScale keeps the
 	// ratios. Default (0) 1.
 	TimeScale float64
-	// Seed seeds the Poisson arrivals. Default 0: a random seed.
+	// Seed seeds the Poisson arrivals: with a scenario's seed they are the
+	// simulator's send times (sim.ArrivalRand). Default 0, a seed like any
+	// other; the command picks a random one when given none.
 	Seed uint64
 
 	// Clients is how many distinct clients send the load, in turn (for

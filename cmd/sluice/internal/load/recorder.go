@@ -55,33 +55,31 @@ func (r *recorder) point(off time.Duration) *acc {
 	return &r.pts[i]
 }
 
-func (r *recorder) planned(off time.Duration) {
-	r.mu.Lock()
-	r.point(off).planned++
-	if r.measured(off) {
-		r.res.Planned++
-	}
-	r.mu.Unlock()
-}
-
+// skipped counts a planned request that was not sent.
 func (r *recorder) skipped(off time.Duration) {
 	r.mu.Lock()
-	r.point(off).skipped++
+	p := r.point(off)
+	p.planned++
+	p.skipped++
 	if r.measured(off) {
+		r.res.Planned++
 		r.res.Skipped++
 	}
 	r.mu.Unlock()
 }
 
+// sent counts a planned request sent lag after its intended time.
 func (r *recorder) sent(off, lag time.Duration) {
 	late := lag > r.cfg.LateAfter
 	r.mu.Lock()
 	p := r.point(off)
+	p.planned++
 	p.sent++
 	if late {
 		p.late++
 	}
 	if r.measured(off) {
+		r.res.Planned++
 		r.res.Sent++
 		record(r.lag, lag)
 		if late {

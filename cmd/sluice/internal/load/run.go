@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,12 +40,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 
-	seed := c.Seed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
 	rec := newRecorder(&c)
-	r := &runner{cfg: &c, rec: rec, clients: cl, jobs: make(chan job, c.ClientWorkers), stop: make(chan struct{})}
+	r := &runner{cfg: &c, rec: rec, clients: cl, jobs: make(chan job, c.ClientWorkers)}
 	r.maxWorkers = c.ClientWorkers
 	if c.Connections > 0 {
 		r.maxWorkers = min(r.maxWorkers, c.Connections*len(cl.http))
@@ -58,7 +53,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	start := time.Now()
 	stopProgress := r.progress(start)
-	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, seed), start)
+	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, c.Seed), start)
 	r.drain(ctx, cancel)
 	stopProgress()
 
@@ -75,8 +70,7 @@ type runner struct {
 	cfg         *Config
 	rec         *recorder
 	clients     *clients
-	jobs        chan job      // sent, waiting for a worker; holds ClientWorkers
-	stop        chan struct{} // closed when the schedule is over and drained
+	jobs        chan job // sent, waiting for a worker; holds ClientWorkers; closed after the last
 	wg          sync.WaitGroup
 	outstanding atomic.Int64 // in jobs or in a worker's hands
 	maxWorkers  int
@@ -94,7 +88,6 @@ func (r *runner) send(ctx, reqCtx context.Context, s *schedule, start time.Time)
 		if !ok || off >= c.Duration {
 			return false
 		}
-		r.rec.planned(off)
 		due := start.Add(off)
 		if wait := time.Until(due); wait > 0 {
 			// Sends that are due together (a burst, or a backlog after a
@@ -116,7 +109,12 @@ func (r *runner) send(ctx, reqCtx context.Context, s *schedule, start time.Time)
 		r.rec.sent(off, lag)
 		r.outstanding.Add(1)
 		r.jobs <- job{k: k, due: due, off: off} // never blocks: outstanding < its capacity
-		if r.idle.Load() == 0 && r.workers < r.maxWorkers {
+		// One more worker when more jobs wait than workers idle: a burst
+		// pushes its jobs faster than idle workers wake to take them, and
+		// checking for no idle worker at all started too few, so that a
+		// burst of 200 went out through the 50 workers a previous burst
+		// had left idle, each as the one before it was answered.
+		if int64(len(r.jobs)) > r.idle.Load() && r.workers < r.maxWorkers {
 			r.workers++
 			r.wg.Add(1)
 			go r.worker(reqCtx, start)
@@ -143,28 +141,24 @@ func (r *runner) worker(ctx context.Context, start time.Time) {
 	defer r.wg.Done()
 	for {
 		r.idle.Add(1)
-		select {
-		case j := <-r.jobs:
-			r.idle.Add(-1)
-			r.do(ctx, j.k, j.due, j.off, start)
-			r.outstanding.Add(-1)
-		case <-r.stop:
-			r.idle.Add(-1)
-			return
+		j, ok := <-r.jobs
+		r.idle.Add(-1)
+		if !ok {
+			return // the schedule is over and every job taken
 		}
+		r.do(ctx, j.k, j.due, j.off, start)
+		r.outstanding.Add(-1)
 	}
 }
 
 // drain waits for the outstanding requests: until their Timeout, or for
-// Drain when there is none; then it cancels what is left.
+// Drain when there is none; then it cancels what is left and waits for the
+// workers to end.
 func (r *runner) drain(ctx context.Context, cancel context.CancelFunc) {
+	close(r.jobs) // send is over: the workers end once the jobs are done
 	done := make(chan struct{})
 	go func() {
-		// Outstanding requests end (the workers then idle); then the
-		// workers are told to stop.
-		for r.outstanding.Load() > 0 {
-			time.Sleep(time.Millisecond)
-		}
+		r.wg.Wait()
 		close(done)
 	}()
 	limit := r.cfg.Drain
@@ -180,8 +174,6 @@ func (r *runner) drain(ctx context.Context, cancel context.CancelFunc) {
 	}
 	cancel()
 	<-done
-	close(r.stop)
-	r.wg.Wait()
 }
 
 // do sends request k, due at due, and records how it ended.

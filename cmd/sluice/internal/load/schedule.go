@@ -11,8 +11,9 @@ import (
 // schedule yields the intended send times of an open-loop load, as offsets
 // from the start, in order. It is pure: the same load and seed give the
 // same times, whatever the clock does. The arrivals are the simulator's
-// (sim.Arrivals: steps or a ramp, constant or Poisson gaps), so a real
-// run sends what a simulated one models; bursts are merged in.
+// (sim.Arrivals: steps or a ramp, constant or Poisson gaps, drawn from
+// sim.ArrivalRand), so a real run with a scenario's seed sends what the
+// simulated one models; bursts are merged in.
 type schedule struct {
 	arr     *sim.Arrivals
 	rng     *rand.Rand
@@ -24,7 +25,7 @@ type schedule struct {
 }
 
 func newSchedule(l sim.Load, seed uint64) *schedule {
-	g := &schedule{arr: sim.NewArrivals(&l), rng: rand.New(rand.NewPCG(seed, seed+1)), bursts: l.Bursts}
+	g := &schedule{arr: sim.NewArrivals(&l), rng: sim.ArrivalRand(seed), bursts: l.Bursts}
 	g.next = g.arrival()
 	g.burstAt = math.Inf(1)
 	if l.Bursts.Size > 0 {

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -70,6 +71,35 @@ func TestScheduleBursts(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}
+
+// TestScheduleIsTheSimulators: with a scenario's seed (0 included, seed
+// 000's) the schedule sends what the simulator does, interval by interval.
+func TestScheduleIsTheSimulators(t *testing.T) {
+	const width, n = 100 * time.Millisecond, 50
+	l := sim.Load{Arrivals: sim.PoissonArrivals, Rate: 100, Ramp: true, Steps: []sim.Step{{At: n * width, Rate: 600}}}
+	for _, seed := range []uint64{0, 7} {
+		res, err := sim.Run(sim.Scenario{Seed: seed, Duration: n * width, Interval: width, Load: l,
+			Origin:   sim.Origin{Workers: 1000, Service: sim.Dist{Kind: sim.Constant, Mean: time.Millisecond}},
+			Policies: []sim.Policy{sim.NonePolicy{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := make([]int, n)
+		s := newSchedule(l, seed)
+		for {
+			at, ok := s.Next()
+			if !ok || at >= n*width {
+				break
+			}
+			counts[at/width]++
+		}
+		for i, p := range res.Policies[0].Series {
+			if got := int(math.Round(p.Offered * width.Seconds())); got != counts[i] {
+				t.Errorf("seed %d, interval %d: the simulator sent %d, the schedule %d", seed, i, got, counts[i])
+			}
 		}
 	}
 }

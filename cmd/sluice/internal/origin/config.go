@@ -22,7 +22,10 @@ type Config struct {
 	// instead of 200, in [0, 1]. The work is done either way. Default 0.
 	ErrorRate float64
 	// Seed seeds the service-time and error draws, so that two servers
-	// with the same Seed draw the same sequence. Default 0: a random seed.
+	// with the same Seed draw the same sequence; with a scenario's seed the
+	// service times are the simulator's (sim.ServiceRand), drawn in the
+	// order requests start service. Default 0, a seed like any other; the
+	// command picks a random one when given none.
 	Seed uint64
 }
 

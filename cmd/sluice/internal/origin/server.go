@@ -34,8 +34,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	workers int
-	svc     sampler
-	rng     *rand.Rand
+	svc     sim.Sampler
+	rng     *rand.Rand // service times: sim.ServiceRand
+	errRng  *rand.Rand // ErrorRate's draws, apart so the service times stay the simulator's
 	busy    int
 	queue   []*waiter // FIFO; entries that left early are skipped (gone), and dropped in leave
 	live    int       // queue entries still waiting
@@ -66,17 +67,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	seed := c.Seed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
 	s := &Server{
 		cfg:     c,
 		start:   time.Now(),
 		done:    make(chan struct{}),
 		workers: c.Workers,
-		svc:     newSampler(c.Service),
-		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		svc:     sim.NewSampler(c.Service),
+		rng:     sim.ServiceRand(c.Seed),
+		errRng:  rand.New(rand.NewPCG(c.Seed, 3)),
 	}
 	s.initMetrics()
 	s.mu.Lock()
@@ -185,8 +183,8 @@ func (s *Server) handle(arrived time.Time) (code int, reason string) {
 	}
 
 	s.mu.Lock()
-	work := s.svc.draw(s.rng)
-	fail := s.cfg.ErrorRate > 0 && s.rng.Float64() < s.cfg.ErrorRate
+	work := s.svc.Draw(s.rng)
+	fail := s.cfg.ErrorRate > 0 && s.errRng.Float64() < s.cfg.ErrorRate
 	s.mu.Unlock()
 	// The work is timed from when the worker became free, and the worker
 	// is given back at when the work should have ended: a timer that fires
@@ -300,7 +298,7 @@ func (s *Server) change(workers int, svc sim.Dist) {
 		s.workers = workers
 	}
 	if svc.Kind != "" {
-		s.svc = newSampler(svc)
+		s.svc = sim.NewSampler(svc)
 	}
 	s.startQueued(time.Now())
 }
@@ -339,9 +337,5 @@ func (s *Server) Stats() Stats {
 func (s *Server) Capacity() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mean := s.svc.mean
-	if s.svc.kind == sim.Bimodal {
-		mean = (1-s.svc.tailFrac)*s.svc.mean + s.svc.tailFrac*s.svc.tail
-	}
-	return float64(s.workers) / (mean / 1e9)
+	return float64(s.workers) / s.svc.Mean().Seconds()
 }

@@ -113,15 +113,21 @@ type Summary struct {
 	// Refused requests the origin refused (queue full); OriginTimeouts
 	// requests the origin answered with its own timeout; Retries retry
 	// attempts; Wasted origin completions whose client had already gone.
-	Sent           int64 `json:"sent"`
-	Unsent         int64 `json:"unsent"`
-	Successes      int64 `json:"successes"`
-	Failed         int64 `json:"failed"`
-	Timeouts       int64 `json:"timeouts"`
-	Refused        int64 `json:"refused"`
-	OriginTimeouts int64 `json:"origin_timeouts"`
-	Retries        int64 `json:"retries"`
-	Wasted         int64 `json:"wasted"`
+	// SucceededBySend counts the attempts sent in the window that succeeded,
+	// however long after the end the answer came (a load generator's
+	// count, by intended send time; the simulator follows the requests
+	// still out at the end to their answers for it): real and simulated
+	// runs are compared on it.
+	Sent            int64 `json:"sent"`
+	Unsent          int64 `json:"unsent"`
+	Successes       int64 `json:"successes"`
+	SucceededBySend int64 `json:"succeeded_by_send"`
+	Failed          int64 `json:"failed"`
+	Timeouts        int64 `json:"timeouts"`
+	Refused         int64 `json:"refused"`
+	OriginTimeouts  int64 `json:"origin_timeouts"`
+	Retries         int64 `json:"retries"`
+	Wasted          int64 `json:"wasted"`
 
 	// Rejected counts the policy's rejections by reason, keyed by the
 	// reason's label (sluice.Reason.String: "limit", "queue_full", ...).

@@ -362,7 +362,7 @@ func TestLogTicks(t *testing.T) {
 // not silently miss the report.
 func TestFromSimKnowsEverySummaryField(t *testing.T) {
 	known := map[string]bool{
-		"Sent": true, "Unsent": true, "Successes": true, "Failed": true, "Goodput": true,
+		"Sent": true, "Unsent": true, "Successes": true, "SucceededBySend": true, "Failed": true, "Goodput": true,
 		"Throughput": true, "Capacity": true, "Rejects": true, "Refused": true,
 		"OriginTimeouts": true, "Timeouts": true, "Retries": true, "Wasted": true,
 		"Latency": true, "RejectLatency": true, "Wait": true,

@@ -15,10 +15,12 @@ import (
 
 // Issue 12's bars for the recommended adaptive limit (adaptive.Little behind
 // a LIFO queue), checked on the scenario files themselves over five seeds,
-// beside Gradient2, AIMD and Vegas (behind the same queue) and the best
-// static limit (the origin's workers, known in advance) behind a CoDel
-// queue. `go test -run TestAdaptiveBars -v ./cmd/sluice/internal/scenario`
-// prints the table that docs/simulations.md quotes.
+// and with its wait bounded to four mean service times, beside Gradient2,
+// AIMD and Vegas (behind the same queue), the best static limit (the
+// origin's workers, known in advance) behind a CoDel queue, and the same
+// static limit behind the LIFO queue (the oracle).
+// `go test -run TestAdaptiveBars -v ./cmd/sluice/internal/scenario` prints
+// the table that docs/simulations.md quotes.
 
 // barFiles are the scenarios the bars are checked on, with the time each
 // policy is given to converge after a change (of load or origin): phases
@@ -50,10 +52,20 @@ func barPolicies(workers int) []sim.Policy {
 	}
 	return []sim.Policy{
 		q("little", sim.Little),
+		// The same, with the wait bounded to a few service times: a
+		// rejection then takes that long at most, not the client's
+		// deadline, at a point or two of goodput when the load is at
+		// capacity (a waiter that would have been served in a lull).
+		sim.AdaptivePolicy{Name: "little+wait4", Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4},
 		q("gradient2", sim.Gradient2),
 		q("aimd", sim.AIMD),
 		q("vegas", sim.Vegas),
 		sim.ConcurrencyPolicy{Name: "static+codel", Limit: workers, Queue: 50, Discipline: concurrency.CoDel},
+		// The oracle: the origin's workers, known in advance, behind the
+		// same LIFO queue as the adaptive limits. No limit learned from
+		// samples does better on these figures; where it misses a bar,
+		// the bar cannot be met with this queue.
+		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, Queue: 50, Discipline: concurrency.LIFO},
 	}
 }
 
@@ -127,12 +139,13 @@ func phases(s sim.Scenario, converge, window time.Duration) []phase {
 // figures are one policy's results on one file over every seed: the worst
 // phase for each bar.
 type figures struct {
-	goodput   float64 // lowest goodput / min(offered, capacity) of a phase
-	inFlight  float64 // highest mean in flight / workers of an overloaded phase
-	p50       float64 // highest success p50 / no-load p50 of an overloaded phase
-	timeouts  float64 // highest share of admitted requests timed out, of a run
-	rejectsLo int64   // rejections in phases offered at most 0.8 × capacity
-	worstAt   string  // where the lowest goodput was
+	goodput   float64       // lowest goodput / min(offered, capacity) of a phase
+	inFlight  float64       // highest mean in flight / workers of an overloaded phase
+	p50       float64       // highest success p50 / no-load p50 of an overloaded phase
+	timeouts  float64       // highest share of admitted requests timed out, of a run
+	rejectP99 time.Duration // highest p99 of the time a rejection took, of a run
+	rejectsLo int64         // rejections in phases offered at most 0.8 × capacity
+	worstAt   string        // where the lowest goodput was
 }
 
 // measure takes one run's figures into f.
@@ -175,6 +188,7 @@ func (f *figures) measure(pr sim.PolicyResult, ps []phase, seed uint64) {
 	for _, v := range s.Rejects {
 		rejected += v
 	}
+	f.rejectP99 = max(f.rejectP99, s.RejectLatency.P99)
 	if admitted := s.Sent - rejected - s.Refused; admitted > 0 {
 		f.timeouts = max(f.timeouts, float64(s.Wasted)/float64(admitted))
 	}
@@ -226,11 +240,11 @@ func TestAdaptiveBars(t *testing.T) {
 	names, out := runBars(t)
 	pols := barPolicies(1)
 	var b strings.Builder
-	fmt.Fprintf(&b, "| scenario | policy | goodput (worst phase) | in flight / workers | p50 / no-load p50 | admitted timed out | rejected below 0.8× |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| scenario | policy | goodput (worst phase) | in flight / workers | p50 / no-load p50 | admitted timed out | rejected below 0.8× | rejection p99 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, name := range names {
 		for i, f := range out[name] {
-			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f | %.2f | %.2f%% | %d |\n",
-				name, pols[i].Label(), 100*f.goodput, f.inFlight, f.p50, 100*f.timeouts, f.rejectsLo)
+			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f | %.2f | %.2f%% | %d | %v |\n",
+				name, pols[i].Label(), 100*f.goodput, f.inFlight, f.p50, 100*f.timeouts, f.rejectsLo, f.rejectP99.Round(time.Millisecond))
 		}
 	}
 	t.Log("\n" + b.String())
@@ -243,7 +257,7 @@ func TestAdaptiveBars(t *testing.T) {
 	// What Little holds on every file (see docs/simulations.md for the bars
 	// it misses): the issue asks 97%, 1.25 × and 1.3 ×.
 	for _, name := range names {
-		little, g2 := out[name][0], out[name][1]
+		little, g2 := out[name][0], out[name][2]
 		if g2.goodput < 0.95 {
 			// Gradient2 holding less where it loses goodput is no bar.
 			g2.inFlight, g2.p50 = math.Inf(1), math.Inf(1)
@@ -251,11 +265,11 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.goodput < 0.96 {
 			t.Errorf("%s: little's worst phase has %.1f%% of the achievable goodput (%s), want >= 96%%", name, 100*little.goodput, little.worstAt)
 		}
-		if little.inFlight > 1.5 || little.inFlight > g2.inFlight {
-			t.Errorf("%s: little holds %.2f × the workers in flight, want <= 1.5 and <= gradient2's %.2f", name, little.inFlight, g2.inFlight)
+		if little.inFlight > 1.25 || little.inFlight > g2.inFlight {
+			t.Errorf("%s: little holds %.2f × the workers in flight, want <= 1.25 and <= gradient2's %.2f", name, little.inFlight, g2.inFlight)
 		}
-		if little.p50 > 2.1 || little.p50 > g2.p50 {
-			t.Errorf("%s: little's p50 is %.2f × the no-load p50, want <= 2.1 and <= gradient2's %.2f", name, little.p50, g2.p50)
+		if little.p50 > 1.6 || little.p50 > g2.p50 {
+			t.Errorf("%s: little's p50 is %.2f × the no-load p50, want <= 1.6 and <= gradient2's %.2f", name, little.p50, g2.p50)
 		}
 		// Seed 003's run includes the slowdown itself, when every request
 		// in flight at the origin outlives its client.
@@ -266,8 +280,11 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.timeouts > maxTimeouts {
 			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= %.0f%%", name, 100*little.timeouts, 100*maxTimeouts)
 		}
-		if little.rejectsLo > 100 {
-			t.Errorf("%s: little rejected %d requests in phases offered at most 0.8 × capacity, want <= 100", name, little.rejectsLo)
+		if w := out[name][1]; w.goodput < 0.94 || w.rejectP99 > little.rejectP99 {
+			t.Errorf("%s: little+wait4 has %.1f%% of the achievable goodput and rejects in %v at p99, want >= 94%% and no slower than little's %v", name, 100*w.goodput, w.rejectP99, little.rejectP99)
+		}
+		if little.rejectsLo > 300 {
+			t.Errorf("%s: little rejected %d requests in phases offered at most 0.8 × capacity, want <= 300", name, little.rejectsLo)
 		}
 	}
 }

@@ -151,7 +151,7 @@ func TestParseBad(t *testing.T) {
 		{"unknown distribution", "{kind: constant, mean: 2s}", "{kind: gaussian, mean: 2s}", `bad.yaml:12: origin.changes[0].service.kind: unknown distribution "gaussian"`},
 		{"required field left out", "    limit: 5\n", "", "bad.yaml:19: policies[0].limit: must be > 0 for a concurrency policy, got 0 (not set in the file)"},
 		{"required top-level field left out", "duration: 30s\n", "", "bad.yaml:1: duration: must be > 0, got 0s (not set in the file)"},
-		{"field of the wrong kind", "    algorithm: aimd\n", "    algorithm: aimd\n    rate: 10\n", "bad.yaml:24: policies[1].rate: unknown key (known here: aimd, algorithm, codel_interval, codel_target, discipline, gradient2, kind, limit, little, max_limit, max_wait, min_limit, name, queue, vegas)"},
+		{"field of the wrong kind", "    algorithm: aimd\n", "    algorithm: aimd\n    rate: 10\n", "bad.yaml:24: policies[1].rate: unknown key (known here: aimd, algorithm, codel_interval, codel_target, discipline, gradient2, kind, limit, little, max_limit, max_wait, max_wait_services, min_limit, name, queue, vegas)"},
 		{"policy without a kind", "kind: adaptive", "name: kindless", `bad.yaml:22: policies[1].kind: is required (none, concurrency, adaptive, token-bucket, ticker)`},
 		{"kind from a merge key", "report:\n", "  - {<<: {kind: token-bucket}, rate: 5, limit: 3}\nreport:\n", "bad.yaml:24: policies[2].limit: unknown key (known here: burst, kind, max_wait, name, rate)"},
 		{"report.within negative", "within: 1s", "within: -1s", "bad.yaml:25: report.within: must be >= 0"},

@@ -1,0 +1,182 @@
+package redisstore
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/keyed"
+)
+
+// Concurrency is a concurrency limit shared by every replica: a lease per
+// admitted request, in a Redis sorted set scored by expiry. One script
+// acquires (drop expired, count, add if under the limit); a release
+// removes the lease; one goroutine per limiter renews every held lease
+// every TTL/3 in one round trip (its cost: one round trip per TTL/3 per
+// replica plus O(held) work in Redis, whatever the number of leases),
+// and a crashed holder's leases expire after TTL.
+//
+// A waiting Acquire polls with jittered exponential backoff: each waiter
+// costs one round trip per poll (at most one per PollMin, typically one per
+// PollMax), which is simpler and cheaper in Redis than pub/sub at the
+// waiter counts a limit of this kind has, at the price of admitting a
+// waiter up to one poll interval after a slot frees.
+//
+// Close stops the renewal. Safe for concurrent use.
+type Concurrency struct {
+	leases
+	set   string
+	local localFor[*concurrency.Limiter]
+}
+
+// NewConcurrency returns a shared concurrency limit over s.
+func NewConcurrency(s *Store, cfg ConcurrencyConfig) (*Concurrency, error) {
+	if s == nil {
+		return nil, sluice.NewConfigError("redisstore", "store", nil, "must not be nil")
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	l := &Concurrency{set: "sluice:conc:{" + cfg.Key + "}"}
+	l.start(s, cfg)
+	return l, nil
+}
+
+// TryAcquire takes a lease now or rejects with ReasonLimit.
+func (l *Concurrency) TryAcquire() (sluice.Permit, error) {
+	return l.acquire(context.Background(), false, l.set, func() (sluice.Permit, error) {
+		return l.localLimiter().TryAcquire()
+	})
+}
+
+// Acquire takes a lease, polling for a free slot up to MaxWait (rejected
+// with ReasonQueueTimeout) or the context's end (ctx.Err()).
+func (l *Concurrency) Acquire(ctx context.Context) (sluice.Permit, error) {
+	if err := ctx.Err(); err != nil {
+		return sluice.Permit{}, err
+	}
+	return l.acquire(ctx, true, l.set, func() (sluice.Permit, error) {
+		return l.localLimiter().Acquire(ctx)
+	})
+}
+
+// localLimiter is FailLocal's limiter: ceil(Limit/N) in this process.
+func (l *Concurrency) localLimiter() *concurrency.Limiter {
+	lim, _ := l.local.get(l.replicas(), func(n int) (*concurrency.Limiter, error) {
+		// Valid by construction: the shared config was checked.
+		return concurrency.New(concurrency.Config{Limit: l.localLimit(n), MaxQueue: l.cfg.Limit, MaxWait: l.cfg.MaxWait})
+	})
+	return lim
+}
+
+// Stats returns the limiter's counters; InFlight is the leases this
+// replica holds, Limit the shared limit.
+func (l *Concurrency) Stats() sluice.Stats { return l.stats() }
+
+// KeyedConcurrency is a concurrency limit per key shared by every replica
+// (Limit requests in flight per client, per tenant), as Concurrency does
+// it for one: a sorted set per key, "sluice:conc:Key:{k}", so each key's
+// set has its own Cluster slot. An idle key's set expires after TTL. Its
+// cost in Redis: one small sorted set per key with leases held; in round
+// trips: one per acquire and per release, and one per key with leases per
+// renewal (every TTL/3). TryAcquire and Acquire make it an
+// httplimit.Keyed (Config.PerKey); Key gives one key's limit as a
+// sluice.Limiter.
+//
+// Close stops the renewal. Safe for concurrent use.
+type KeyedConcurrency struct {
+	leases
+	prefix string
+	local  localFor[*keyed.Map[*concurrency.Limiter]]
+}
+
+// NewKeyedConcurrency returns a shared concurrency limit per key over s.
+func NewKeyedConcurrency(s *Store, cfg ConcurrencyConfig) (*KeyedConcurrency, error) {
+	if s == nil {
+		return nil, sluice.NewConfigError("redisstore", "store", nil, "must not be nil")
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	l := &KeyedConcurrency{prefix: "sluice:conc:" + cfg.Key + ":"}
+	l.start(s, cfg)
+	return l, nil
+}
+
+func (l *KeyedConcurrency) set(key string) (string, error) {
+	if len(l.prefix)+len(key)+2 > MaxKeyLen {
+		return "", sluice.NewConfigError("redisstore", "key", len(key), "key length (with the prefix and braces) must be at most 1024 bytes (MaxKeyLen)")
+	}
+	return l.prefix + "{" + key + "}", nil
+}
+
+// TryAcquire takes a lease of key now or rejects with ReasonLimit.
+func (l *KeyedConcurrency) TryAcquire(key string) (sluice.Permit, error) {
+	set, err := l.set(key)
+	if err != nil {
+		return sluice.Permit{}, err
+	}
+	return l.acquire(context.Background(), false, set, func() (sluice.Permit, error) {
+		m, err := l.localMap()
+		if err != nil {
+			return sluice.Permit{}, err
+		}
+		return m.TryAcquire(key)
+	})
+}
+
+// Acquire takes a lease of key, polling for a free slot up to MaxWait
+// (rejected with ReasonQueueTimeout) or the context's end (ctx.Err()).
+func (l *KeyedConcurrency) Acquire(ctx context.Context, key string) (sluice.Permit, error) {
+	if err := ctx.Err(); err != nil {
+		return sluice.Permit{}, err
+	}
+	set, err := l.set(key)
+	if err != nil {
+		return sluice.Permit{}, err
+	}
+	return l.acquire(ctx, true, set, func() (sluice.Permit, error) {
+		m, err := l.localMap()
+		if err != nil {
+			return sluice.Permit{}, err
+		}
+		return m.Acquire(ctx, key)
+	})
+}
+
+// localMap is FailLocal's limiter: ceil(Limit/N) per key in this process,
+// at most MaxKeys keys.
+func (l *KeyedConcurrency) localMap() (*keyed.Map[*concurrency.Limiter], error) {
+	return l.local.get(l.replicas(), func(n int) (*keyed.Map[*concurrency.Limiter], error) {
+		limit := l.localLimit(n)
+		return keyed.New(keyed.Config[*concurrency.Limiter]{
+			New: func(string) (*concurrency.Limiter, error) {
+				return concurrency.New(concurrency.Config{Limit: limit, MaxQueue: l.cfg.Limit, MaxWait: l.cfg.MaxWait})
+			},
+			MaxKeys: l.cfg.MaxKeys,
+		})
+	})
+}
+
+// Key returns key's limit as a sluice.Limiter (its Stats are the whole
+// KeyedConcurrency's).
+func (l *KeyedConcurrency) Key(key string) *ConcurrencyKey {
+	return &ConcurrencyKey{l: l, key: key}
+}
+
+// Stats returns the counters over every key; InFlight is the leases this
+// replica holds, Limit the limit of one key.
+func (l *KeyedConcurrency) Stats() sluice.Stats { return l.stats() }
+
+// ConcurrencyKey is one key's shared concurrency limit; see
+// KeyedConcurrency.Key.
+type ConcurrencyKey struct {
+	l   *KeyedConcurrency
+	key string
+}
+
+func (k *ConcurrencyKey) Acquire(ctx context.Context) (sluice.Permit, error) {
+	return k.l.Acquire(ctx, k.key)
+}
+func (k *ConcurrencyKey) TryAcquire() (sluice.Permit, error) { return k.l.TryAcquire(k.key) }
+func (k *ConcurrencyKey) Stats() sluice.Stats                { return k.l.Stats() }
