@@ -33,11 +33,7 @@ func (s *Store) Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrScript, err)
 	}
-	r := reply(&call{script: gcraScript}, v, nil)
-	if r.err != nil {
-		return fmt.Errorf("%w: %v", ErrScript, r.err)
-	}
-	if _, err := parseGCRA(r.val); err != nil {
+	if _, err := parseGCRA(v); err != nil {
 		return fmt.Errorf("%w: %v", ErrScript, err)
 	}
 	return nil

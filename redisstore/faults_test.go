@@ -44,8 +44,8 @@ func phase(b *Buckets, d, over time.Duration) (longest time.Duration, n, late in
 }
 
 // Redis paused (SIGSTOP) past the timeout, resumed, killed, restarted and
-// flushed under each failure policy: every decision answers within the
-// timeout (plus the scheduling slack of a loaded machine), the policy
+// flushed under each failure policy: decisions answer within the timeout
+// (all but 1%; every one within the scheduling slack of a loaded machine), the policy
 // decides while Redis is away, the breaker opens, and shared decisions
 // come back once Redis does.
 func TestFaults(t *testing.T) {
@@ -57,11 +57,12 @@ func TestFaults(t *testing.T) {
 			}
 			defer rs.Close()
 			const timeout = 20 * time.Millisecond
-			// The machine is shared by a loaded 2-core box under -race: a
-			// goroutine whose timer fired may run tens of ms later. 99% of
-			// decisions must answer within timeout+10ms, every one within
-			// timeout+100ms.
-			const slack, worst = 10 * time.Millisecond, 100 * time.Millisecond
+			// The timeout bounds the decision (the store gives up on Redis
+			// early enough for late timers): 99% of decisions must answer
+			// within it. The machine is shared by a loaded 2-core box under
+			// -race, where a runnable goroutine may wait tens of ms for a
+			// core: every one within timeout+100ms.
+			const slack, worst = 0, 100 * time.Millisecond
 			s := openStore(t, rs.URL(), Config{Timeout: timeout, BreakerThreshold: 3, BreakerCooldown: 100 * time.Millisecond}, false)
 			b := newBuckets(t, s, RateConfig{Rate: 1e6, Burst: 1e6, Failure: f, Replicas: 2})
 			// Connect and load the scripts first, with time to spare: the

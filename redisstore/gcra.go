@@ -16,16 +16,19 @@ import (
 // allowed wait).
 //
 // One call decides any number of buckets (concurrent decisions share it:
-// Redis spends about as much on calling a script as on one decision):
+// Redis spends about as much on calling a script as on one decision), with
+// no Lua function or pcall per key (redis.pcall isolates a key's error):
 // KEYS[i] is a bucket, and ARGV[5i-4..5i] its T (µs per token, a float),
 // burst, n (tokens wanted), k (tokens taken if available, k >= n: the
 // batched mode takes k and spends them locally), maxwait (µs the caller
 // may wait for its tokens; 0 for a decision now). A key may come twice:
 // the decisions run in order.
 //
-// Reply: an array with, per key, {allowed, remaining, retry_or_wait_us,
-// reset_us, granted, retry1_us}, or the error of that key alone (a key
-// holding another type, a full Redis; with one key, the call's error). Allowed: wait_us is how long the
+// Reply, per key: {allowed, remaining, retry_or_wait_us, reset_us,
+// granted, retry1_us}, or the error of that key alone (a key holding
+// another type, a full Redis); with one key that is the whole reply (the
+// common case stays flat: no nested array to build and parse), with more
+// an array of them. Allowed: wait_us is how long the
 // caller must wait before acting (0 now). Rejected: retry_us is rounded
 // up, so that a caller that waits exactly that long is admitted
 // (brandur/redis-cell#56), and retry1_us is when one token will be there
@@ -34,45 +37,49 @@ import (
 //
 // Times stay below 2^53 µs (285 years after the epoch) so a double holds
 // them exactly; the epoch only keeps the fractional part of the TAT fine.
+// The TAT goes to SET as a Lua number, which Redis writes exactly (the
+// shortest string that reads back as the same double, or %.17g before
+// 7.0), without a string.format per decision.
 var gcraScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = (tonumber(t[1]) - 1700000000) * 1000000 + tonumber(t[2])
-local function decide(key, T, burst, n, k, maxwait)
-  local tau = T * burst
-  local tat = tonumber(redis.call('GET', key) or '') or now
-  if tat < now then tat = now end
-  local avail = math.floor((now + tau - tat) / T + 1e-6)
-  local g = n
-  if k > n and avail > n then g = math.min(k, avail) end
-  local new = tat + T * g
-  local wait = new - tau - now
-  if wait > maxwait + 0.001 then
-    local retry = math.ceil(tat + T * n - tau - now - 0.001)
-    local retry1 = math.ceil(tat + T - tau - now - 0.001)
-    if retry1 < 0 then retry1 = 0 end
-    if avail < 0 then avail = 0 end
-    return {0, avail, retry, math.ceil(tat - now), 0, retry1}
-  end
-  redis.call('SET', key, string.format('%.17g', new), 'PX', math.ceil((new - now) / 1000))
-  local w = 0
-  if wait > 0 then w = math.ceil(wait - 0.001) end
-  local rem = math.floor((now + tau - new) / T + 1e-6)
-  if rem < 0 then rem = 0 end
-  return {1, rem, w, math.ceil(new - now), g, 0}
-end
-if #KEYS == 1 then
-  return {decide(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))}
-end
 local out = {}
 for i = 1, #KEYS do
   local j = 5 * (i - 1)
-  local ok, r = pcall(decide, KEYS[i], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]),
-    tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5]))
-  if not ok then
-    if type(r) == 'table' and r.err then r = {err = r.err} else r = {err = tostring(r)} end
+  local T, burst, n, k, maxwait = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
+  local cur = redis.pcall('GET', KEYS[i])
+  if type(cur) == 'table' and cur.err then
+    out[i] = cur
+  else
+    local tau = T * burst
+    local tat = tonumber(cur or '') or now
+    if tat < now then tat = now end
+    local avail = math.floor((now + tau - tat) / T + 1e-6)
+    local g = n
+    if k > n and avail > n then g = math.min(k, avail) end
+    local new = tat + T * g
+    local wait = new - tau - now
+    if wait > maxwait + 0.001 then
+      local retry = math.ceil(tat + T * n - tau - now - 0.001)
+      local retry1 = math.ceil(tat + T - tau - now - 0.001)
+      if retry1 < 0 then retry1 = 0 end
+      if avail < 0 then avail = 0 end
+      out[i] = {0, avail, retry, math.ceil(tat - now), 0, retry1}
+    else
+      local set = redis.pcall('SET', KEYS[i], new, 'PX', math.ceil((new - now) / 1000))
+      if type(set) == 'table' and set.err then
+        out[i] = set
+      else
+        local w = 0
+        if wait > 0 then w = math.ceil(wait - 0.001) end
+        local rem = math.floor((now + tau - new) / T + 1e-6)
+        if rem < 0 then rem = 0 end
+        out[i] = {1, rem, w, math.ceil(new - now), g, 0}
+      end
+    end
   end
-  out[i] = r
 end
+if #KEYS == 1 then return out[1] end
 return out
 `)
 
@@ -91,7 +98,7 @@ if new <= now then
   redis.call('DEL', KEYS[1])
   return 1
 end
-redis.call('SET', KEYS[1], string.format('%.17g', new), 'PX', math.ceil((new - now) / 1000))
+redis.call('SET', KEYS[1], new, 'PX', math.ceil((new - now) / 1000))
 return 1
 `)
 

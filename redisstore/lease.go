@@ -210,7 +210,7 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 			l.mu.Lock()
 			l.held[tok] = ls
 			l.mu.Unlock()
-			l.c.admitted.Add(1)
+			l.c.admit()
 			return sluice.NewPermit(l, tok), nil
 		}
 		if !wait {

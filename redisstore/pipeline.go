@@ -268,7 +268,7 @@ func (s *Store) send(p *pipe, batch []*call) {
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			v, err = c.script.Run(p.ctx, s.client, c.keys, c.args...).Result()
 		}
-		c.done <- reply(c, v, err)
+		c.done <- result{v, err}
 	}
 	if mergedCmd != nil {
 		v, err := mergedCmd.Result()
@@ -295,28 +295,14 @@ func (s *Store) send(p *pipe, batch []*call) {
 }
 
 // run runs one call on its own (one round trip, EVALSHA, or EVAL if Redis
-// does not know the script).
+// does not know the script). A decision's reply with one key is flat: the
+// decision itself, or Redis's error.
 func (s *Store) run(ctx context.Context, c *call) (any, error) {
-	v, err := c.script.Run(ctx, s.client, c.keys, c.args...).Result()
-	r := reply(c, v, err)
-	return r.val, r.err
+	return c.script.Run(ctx, s.client, c.keys, c.args...).Result()
 }
 
-// reply is the result of c given the reply of its own script call: a
-// decision's script answers an array of one element per key.
-func reply(c *call, v any, err error) result {
-	if err != nil || c.script != gcraScript {
-		return result{v, err}
-	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 1 {
-		return result{err: fmt.Errorf("%w: %T %v", ErrReply, v, v)}
-	}
-	return element(arr[0])
-}
-
-// element is one decision's part of a script reply: its array, or the
-// error Redis gave for that key alone.
+// element is one decision's part of a merged script reply: its array, or
+// the error Redis gave for that key alone.
 func element(v any) result {
 	if err, ok := v.(error); ok {
 		return result{err: err}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/counter"
 )
 
 // Failure is what a limiter decides when the store cannot answer (an
@@ -57,28 +58,25 @@ func (f Failure) check() error {
 	return nil
 }
 
-// counters are a limiter's decision counters, for its sluice.Stats and
-// LimiterStats.
+// counters are a limiter's decision counters, for its sluice.Stats (the
+// root's striped counters, as every limiter's) and LimiterStats.
 type counters struct {
-	admitted  atomic.Uint64
-	rejected  [sluice.NumReasons]atomic.Uint64
+	decisions counter.Counters
 	fallbacks atomic.Uint64 // decisions made by the failure policy
 	cacheHits atomic.Uint64 // rejections answered by the over-limit cache
 	local     atomic.Uint64 // admissions from locally held batched tokens
 }
 
+func (c *counters) admit() { c.decisions.Admit() }
+
 func (c *counters) reject(err error) error {
-	if r := sluice.ReasonOf(err); int(r) < len(c.rejected) {
-		c.rejected[r].Add(1)
-	}
+	c.decisions.Reject(sluice.ReasonOf(err))
 	return err
 }
 
 func (c *counters) stats(limit float64, inFlight int) sluice.Stats {
-	s := sluice.Stats{Limit: limit, InFlight: inFlight, Admitted: c.admitted.Load()}
-	for i := range s.Rejected {
-		s.Rejected[i] = c.rejected[i].Load()
-	}
+	s := sluice.Stats{Limit: limit, InFlight: inFlight}
+	c.decisions.Fill(&s)
 	return s
 }
 
@@ -108,10 +106,10 @@ func (c *counters) fail(f Failure, cooldown time.Duration, local func() (sluice.
 		if err != nil {
 			return sluice.Permit{}, c.reject(err)
 		}
-		c.admitted.Add(1)
+		c.admit()
 		return p, nil
 	}
-	c.admitted.Add(1)
+	c.admit()
 	return sluice.Permit{}, nil
 }
 

@@ -120,7 +120,7 @@ func NewBuckets(s *Store, cfg RateConfig) (*Buckets, error) {
 	b := &Buckets{
 		s:     s,
 		cfg:   cfg,
-		t:     strconv.FormatFloat(1e6/cfg.Rate, 'g', 17, 64),
+		t:     strconv.FormatFloat(1e6/cfg.Rate, 'g', -1, 64), // the shortest exact form: less for Redis to read
 		burst: strconv.Itoa(cfg.Burst),
 	}
 	b.cache = newOverLimit(cmp.Or(cfg.OverLimitCache, DefaultMaxKeys)) // -1: none
@@ -254,7 +254,7 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 	if b.res != nil {
 		if b.res.take(key, int64(n), now) {
 			b.c.local.Add(1)
-			b.c.admitted.Add(1)
+			b.c.admit()
 			return sluice.NewPermit(&grant{b: b, key: key, n: n, local: true}, 0), nil
 		}
 		k = max(n, b.cfg.Batch)
@@ -279,7 +279,7 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 			return sluice.Permit{}, err
 		}
 	}
-	b.c.admitted.Add(1)
+	b.c.admit()
 	return p, nil
 }
 

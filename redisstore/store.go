@@ -55,7 +55,8 @@ func sentMaybe(err error) bool {
 // default.
 type Config struct {
 	// Timeout bounds every decision that goes to Redis, queueing for a
-	// pipeline included: the failure policy has answered by then. A call
+	// pipeline included: the failure policy has answered by then, unless
+	// the machine is too loaded to run the caller in time. A call
 	// gives up on Redis min(Timeout/2, 2 ms) earlier, the margin for Go's
 	// timers, which fire up to about a millisecond late (see giveUp): with
 	// the default 5 ms, Redis has 3 ms to answer. For a client given to

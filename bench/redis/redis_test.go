@@ -34,7 +34,7 @@ func init() { goredis.SetLogger(quiet{}) }
 
 var (
 	pipes  = flag.Int("redis.pipelines", 0, "redisstore Config.Pipelines (0: default)")
-	window = flag.Duration("redis.window", 0, "redisstore Config.BatchWindow (0: default)")
+	window = flag.Duration("redis.window", 0, "redisstore Config.BatchWindow (0: no wait, the default)")
 )
 
 var (
@@ -200,8 +200,9 @@ func BenchmarkRedisRejectedFlood(b *testing.B) {
 // timeout (5 ms) less the store's margin for late timers, then fail open,
 // and together open the breaker; the next ones are answered by the
 // failure policy at once. Reports the p99 and the longest of the first
-// BreakerThreshold decisions (bar: p99 <= the timeout) and the p99 once
-// the breaker is open.
+// BreakerThreshold decisions, and of 64 concurrent first decisions (the
+// pipelined path; bar: p99 <= the timeout), and the p99 once the breaker
+// is open.
 func BenchmarkRedisPaused(b *testing.B) {
 	rs, err := redistest.Start()
 	if err != nil {
@@ -246,6 +247,40 @@ func BenchmarkRedisPaused(b *testing.B) {
 			if st := s2.Stats().Breaker; st != redisstore.BreakerOpen {
 				b.Fatalf("breaker %v after 3 timeouts", st)
 			}
+			s2.Close()
+		}
+		slices.Sort(first)
+		b.ReportMetric(float64(first[len(first)*99/100].Microseconds()), "p99-µs")
+		b.ReportMetric(float64(first[len(first)-1].Microseconds()), "max-µs")
+		b.ReportMetric(float64(timeout.Microseconds()), "timeout-µs")
+	})
+	b.Run("breaker=closed/callers=64", func(b *testing.B) {
+		// Each round: a new store, 64 decisions at once, all waiting for
+		// Redis (one sent directly, the rest queued for one pipeline)
+		// until the timeout less the store's margin.
+		var first []time.Duration
+		var mu sync.Mutex
+		for b.Loop() {
+			s2, err := redisstore.Open(rs.URL(), redisstore.Config{Timeout: timeout, BreakerThreshold: 1000, BreakerCooldown: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bk2, err := redisstore.NewBuckets(s2, redisstore.RateConfig{Rate: 1e6, Burst: 1e6})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for c := range 64 {
+				wg.Go(func() {
+					t0 := time.Now()
+					bk2.TryAcquire(keys[c])
+					el := time.Since(t0)
+					mu.Lock()
+					first = append(first, el)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
 			s2.Close()
 		}
 		slices.Sort(first)

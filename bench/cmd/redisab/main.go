@@ -29,7 +29,7 @@ var (
 	nslices = flag.Int("slices", 10, "time slices per library and case")
 	slice   = flag.Duration("slice", 300*time.Millisecond, "length of one slice")
 	pipes   = flag.Int("pipelines", 0, "redisstore Config.Pipelines (0: default)")
-	window  = flag.Duration("window", 0, "redisstore Config.BatchWindow (0: default)")
+	window  = flag.Duration("window", 0, "redisstore Config.BatchWindow (0: no wait, the default)")
 	only    = flag.Int("callers", 0, "run only the admitted case with this many callers")
 )
 
