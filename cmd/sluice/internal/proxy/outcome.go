@@ -112,7 +112,7 @@ func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duratio
 	case st.long.Load():
 		o = sluice.Ignore
 	case o == sluice.Ignore && st.clientGone():
-		o = st.goneOutcome(latency)
+		o = st.goneOutcome()
 	}
 	st.mu.Unlock()
 	second.Release(o, latency)
@@ -121,8 +121,12 @@ func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duratio
 
 // goneOutcome is the outcome of a request whose client went away: the
 // upstream's answer when it came (on_client_gone: wait), and Dropped when
-// the client gave up after the adaptive timeout.
-func (st *reqState) goneOutcome(latency time.Duration) sluice.Outcome {
+// the request outlived the adaptive timeout. That is timed from the
+// request's arrival, as its client timed it (a wait for admission
+// included), not from its admission: a client that gave up at its
+// deadline is a failure however long it queued, as in the simulator and
+// the middleware, which see the deadline itself.
+func (st *reqState) goneOutcome() sluice.Outcome {
 	o := sluice.Ignore
 	switch {
 	case st.goneStatus >= 500:
@@ -130,7 +134,7 @@ func (st *reqState) goneOutcome(latency time.Duration) sluice.Outcome {
 	case st.goneStatus != 0:
 		o = sluice.Success
 	}
-	if st.dropAfter > 0 && latency >= st.dropAfter {
+	if st.dropAfter > 0 && time.Since(st.start) >= st.dropAfter {
 		o = sluice.Dropped
 	}
 	return o

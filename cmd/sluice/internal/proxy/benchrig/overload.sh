@@ -8,10 +8,17 @@
 # limit_conn (the seed's static proxy: 5 in flight), nginx limit_req (a rate
 # limit at the offered rate).
 #
-#   sh cmd/sluice/internal/proxy/benchrig/overload.sh [TIMESCALE] [ALGORITHM]
+#   sh cmd/sluice/internal/proxy/benchrig/overload.sh [TIMESCALE] [ALGORITHM] [INITIAL_LIMIT]
+#
+# ALGORITHM defaults to the proxy's default, little. INITIAL_LIMIT defaults
+# to 5 for aimd (the seed's AIMD started at 5) and to the algorithm's own
+# for the others, as a config that names none gets.
 set -eu
 TS=${1:-0.2}
-ALG=${2:-gradient2}
+ALG=${2:-little}
+INIT=${3:-}
+if [ -z "$INIT" ] && [ "$ALG" = aimd ]; then INIT=5; fi
+INIT_FIELD=${INIT:+", initial_limit: $INIT"}
 cd "$(dirname "$0")/../../../../.."
 DIR=$(mktemp -d)
 trap 'kill $(cat "$DIR"/*.pid 2>/dev/null) 2>/dev/null; rm -rf "$DIR"' EXIT
@@ -34,7 +41,7 @@ policies:
     max_wait: $(ms 0.25)
     max_waiting_per_key: 64
     concurrency:
-      adaptive: {algorithm: $ALG, timeout: $(ms 2.5), initial_limit: 5}
+      adaptive: {algorithm: $ALG, timeout: $(ms 2.5)$INIT_FIELD}
       discipline: lifo
       max_queue: 1
 YAML
@@ -65,7 +72,7 @@ NGINX
 "$DIR/sluice" proxy -config "$DIR/sluice.yaml" 2>"$DIR/proxy.log" & echo $! >"$DIR/proxy.pid"
 nginx -c "$DIR/nginx.conf" -g 'daemon off;' & echo $! >"$DIR/nginx.pid"
 sleep 1
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load average $(cut -d' ' -f1-3 /proc/loadavg), timescale $TS, algorithm $ALG"
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load average $(cut -d' ' -f1-3 /proc/loadavg), timescale $TS, algorithm $ALG, initial limit ${INIT:-the algorithm's}"
 for t in direct:18200 sluice-adaptive:18201 nginx-limit_conn-5:18202 nginx-limit_req:18203; do
   name=${t%%:*}; port=${t#*:}
   "$DIR/sluice" origin -addr 127.0.0.1:18200 -timescale "$TS" "$SCEN" >"$DIR/origin.log" 2>&1 & echo $! >"$DIR/origin.pid"
