@@ -32,6 +32,14 @@ import (
 // client leaves and gives the permits back, for an upstream known to stop
 // its work when its connection closes.
 
+// countsInFlight reports whether the policy has a concurrency limit, the
+// only kind whose count a request's end changes: a route whose policy has
+// token buckets only (whose tokens are spent on admission) cancels at once
+// whatever on_client_gone says, and pays nothing for waiting.
+func (p *policy) countsInFlight() bool {
+	return p.conc != nil || p.perKeyConc != nil || p.sharedConc != nil
+}
+
 // Route.OnClientGone values.
 const (
 	ClientGoneWait   = "wait"

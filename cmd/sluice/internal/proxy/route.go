@@ -77,7 +77,7 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 	var next http.Handler = rp
 	if p != nil {
 		rp.ModifyResponse = upstreamAnswered
-		if spec.OnClientGone == ClientGoneWait {
+		if spec.OnClientGone == ClientGoneWait && p.countsInFlight() {
 			next = waitForUpstream{next: rp, rt: rt}
 		}
 	}
