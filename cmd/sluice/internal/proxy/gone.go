@@ -78,7 +78,9 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.abandoned = h.rt.metrics.abandoned
 	stop := context.AfterFunc(st.ctx, func() {
 		if st.up.Load() == upWaiting {
-			st.abandoned.Inc() // before the state says so: see below
+			// Counted before the state says abandoned, which is what
+			// lets the request's end take it back: never the other way.
+			st.abandoned.Inc()
 			if st.up.CompareAndSwap(upWaiting, upAbandoned) {
 				return
 			}
@@ -88,7 +90,7 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	defer func() {
 		stop()
-		if st.up.Load() == upAbandoned { // so after the Inc
+		if st.up.Load() == upAbandoned {
 			st.abandoned.Dec()
 		}
 	}()
