@@ -78,6 +78,9 @@ type Route struct {
 	// upstream's answer does: wait for it (its limits count it until the
 	// upstream is done) or cancel (see gone.go).
 	OnClientGone string `yaml:"on_client_gone" json:"on_client_gone"`
+	// DeadlineHeader names a request header in which clients send their
+	// timeout (deadline.go); "": none.
+	DeadlineHeader string `yaml:"deadline_header" json:"deadline_header"`
 }
 
 // Policy is the limits a request passes before it goes upstream: every one

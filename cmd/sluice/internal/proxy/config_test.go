@@ -61,6 +61,8 @@ func TestBadConfigNamesFileLineField(t *testing.T) {
 		{"limit", strings.Replace(goodConfig, "      adaptive: {}\n", "", 1) + "", ""},
 		{"limit range", strings.Replace(strings.Replace(goodConfig, "      adaptive: {}\n", "", 1), "limit: 10", "limit: 0", 1), "f.yaml:15: policies[0].concurrency.limit"},
 		{"discipline", strings.Replace(goodConfig, "adaptive_lifo", "random", 1), "f.yaml:17: policies[0].concurrency.discipline"},
+		{"deadline header", strings.Replace(goodConfig, "    policy: api\n", "    policy: api\n    deadline_header: \"X Timeout\"\n", 1), "f.yaml:9: routes[0].deadline_header"},
+		{"deadline header, no policy", strings.Replace(goodConfig, "  - name: rest\n", "  - name: rest\n    deadline_header: X-Timeout\n", 1), "f.yaml:10: routes[1].deadline_header"},
 		{"wait services", strings.Replace(goodConfig, "max_queue: 20", "max_queue: 20\n      max_wait_services: 4", 1), ""},
 		{"wait services range", strings.Replace(goodConfig, "max_queue: 20", "max_queue: 20\n      max_wait_services: -1", 1), "f.yaml:14: policies[0].concurrency: sluice/concurrency: Config.MaxWaitServices"},
 		{"algorithm", strings.Replace(goodConfig, "adaptive: {}", "adaptive: {algorithm: magic}", 1), "policies[0].concurrency.adaptive.algorithm"},
