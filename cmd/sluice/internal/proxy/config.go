@@ -108,11 +108,14 @@ type RateSpec struct {
 
 // ConcSpec is a concurrency limit with a queue, fixed or adaptive.
 type ConcSpec struct {
-	Limit      int                    `yaml:"limit" json:"limit"`
-	MaxQueue   int                    `yaml:"max_queue" json:"max_queue"`
-	MaxWait    time.Duration          `yaml:"max_wait" json:"max_wait"`
-	Discipline concurrency.Discipline `yaml:"discipline" json:"discipline"`
-	Adaptive   *AdaptiveSpec          `yaml:"adaptive" json:"adaptive,omitempty"`
+	Limit    int           `yaml:"limit" json:"limit"`
+	MaxQueue int           `yaml:"max_queue" json:"max_queue"`
+	MaxWait  time.Duration `yaml:"max_wait" json:"max_wait"`
+	// MaxWaitServices bounds the wait in the queue to that many mean
+	// service times (concurrency.Config.MaxWaitServices); 0: none.
+	MaxWaitServices float64                `yaml:"max_wait_services" json:"max_wait_services"`
+	Discipline      concurrency.Discipline `yaml:"discipline" json:"discipline"`
+	Adaptive        *AdaptiveSpec          `yaml:"adaptive" json:"adaptive,omitempty"`
 }
 
 // AdaptiveSpec makes a concurrency limit find itself.

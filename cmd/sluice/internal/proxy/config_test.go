@@ -61,6 +61,8 @@ func TestBadConfigNamesFileLineField(t *testing.T) {
 		{"limit", strings.Replace(goodConfig, "      adaptive: {}\n", "", 1) + "", ""},
 		{"limit range", strings.Replace(strings.Replace(goodConfig, "      adaptive: {}\n", "", 1), "limit: 10", "limit: 0", 1), "f.yaml:15: policies[0].concurrency.limit"},
 		{"discipline", strings.Replace(goodConfig, "adaptive_lifo", "random", 1), "f.yaml:17: policies[0].concurrency.discipline"},
+		{"wait services", strings.Replace(goodConfig, "max_queue: 20", "max_queue: 20\n      max_wait_services: 4", 1), ""},
+		{"wait services range", strings.Replace(goodConfig, "max_queue: 20", "max_queue: 20\n      max_wait_services: -1", 1), "f.yaml:14: policies[0].concurrency: sluice/concurrency: Config.MaxWaitServices"},
 		{"algorithm", strings.Replace(goodConfig, "adaptive: {}", "adaptive: {algorithm: magic}", 1), "policies[0].concurrency.adaptive.algorithm"},
 		{"env unset", strings.Replace(goodConfig, "http://127.0.0.1:9000\n    policy", "${SLUICE_TEST_UNSET}\n    policy", 1), "f.yaml:7: routes[0].upstream: environment variable SLUICE_TEST_UNSET is not set"},
 		{"env set", strings.Replace(goodConfig, "http://127.0.0.1:9000\n    policy", "${SLUICE_TEST_SET}\n    policy", 1), ""},

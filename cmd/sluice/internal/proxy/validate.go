@@ -254,6 +254,8 @@ func (c *Config) validateShared(p *Policy, at string, stores map[string]int) err
 			return c.errAt(at+".concurrency.max_queue", "a shared concurrency limit has no queue (waiters poll the store until max_wait): drop it")
 		case cs.Discipline != concurrency.FIFO:
 			return c.errAt(at+".concurrency.discipline", "a shared concurrency limit has no queue discipline: drop it")
+		case cs.MaxWaitServices != 0:
+			return c.errAt(at+".concurrency.max_wait_services", "a shared concurrency limit has no queue (waiters poll the store until max_wait): drop it")
 		}
 	}
 	return nil
