@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -18,6 +19,8 @@ import (
 	"github.com/sluicehq/sluice/keyed"
 	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/redisstore/redistest"
 )
 
 // printMetrics prints the series of the named families in the text format
@@ -163,4 +166,37 @@ func ExampleNewRetrierCollector() {
 	// sluice_client_requests_total{limiter="jobs"} 1
 	// sluice_client_retries_denied_total{limiter="jobs"} 0
 	// sluice_client_retries_total{limiter="jobs"} 1
+}
+
+func ExampleNewStoreCollector() {
+	srv, err := redistest.Start() // in production: your Redis URL
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	store, err := redisstore.Open(srv.URL(), redisstore.Config{Timeout: 100 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	buckets, _ := redisstore.NewBuckets(store, redisstore.RateConfig{Rate: 1, Burst: 1})
+	sc, err := promsluice.NewStoreCollector("main", store)
+	if err != nil {
+		panic(err)
+	}
+	bc, err := promsluice.NewSharedCollector("api", buckets)
+	if err != nil {
+		panic(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(sc, bc)
+	buckets.TryAcquire("k") // admitted by Redis
+	buckets.TryAcquire("k") // rejected by Redis: the key goes in the over-limit cache
+	buckets.TryAcquire("k") // rejected from the cache, no round trip
+	printMetrics(reg, "sluice_store_calls_total", "sluice_store_breaker_state", "sluice_store_cache_hits_total", "sluice_admitted_total")
+	// Output:
+	// sluice_admitted_total{limiter="api"} 1
+	// sluice_store_breaker_state{store="main"} 0
+	// sluice_store_cache_hits_total{limiter="api"} 1
+	// sluice_store_calls_total{store="main"} 2
 }

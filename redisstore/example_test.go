@@ -54,3 +54,40 @@ func Example() {
 	// after Retry-After: <nil>
 	// Acquire waited: <nil>
 }
+
+// Two requests in flight at most per tenant, across every replica: the
+// third of a tenant is refused while another tenant still gets its own.
+func ExampleKeyedConcurrency() {
+	srv, err := redistest.Start() // in production: your Redis URL
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	store, err := redisstore.Open(srv.URL(), redisstore.Config{Timeout: 100 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	tenants, err := redisstore.NewKeyedConcurrency(store, redisstore.ConcurrencyConfig{Key: "tenants", Limit: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tenants.Close()
+	var held []sluice.Permit
+	for _, tenant := range []string{"acme", "acme", "acme", "globex"} {
+		p, err := tenants.TryAcquire(tenant)
+		fmt.Println(tenant, err)
+		if err == nil {
+			held = append(held, p)
+		}
+	}
+	for _, p := range held {
+		p.Release(sluice.Success, 0) // the lease leaves Redis
+	}
+	// Output:
+	// acme <nil>
+	// acme <nil>
+	// acme sluice: concurrency limit reached
+	// globex <nil>
+}

@@ -275,9 +275,9 @@ func (s *Store) send(p *pipe, batch []*call) {
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			v, err = gcraScript.Run(p.ctx, s.client, p.keys, p.args...).Result()
 		}
-		arr, ok := v.([]any)
-		if err == nil && (!ok || len(arr) != len(p.merged)) {
-			err = fmt.Errorf("%w: %d decisions answered for %d", ErrReply, len(arr), len(p.merged))
+		var arr []any
+		if err == nil {
+			arr, err = splitReply(v, len(p.merged))
 		}
 		for j, c := range p.merged {
 			if err != nil {
@@ -299,6 +299,16 @@ func (s *Store) send(p *pipe, batch []*call) {
 // decision itself, or Redis's error.
 func (s *Store) run(ctx context.Context, c *call) (any, error) {
 	return c.script.Run(ctx, s.client, c.keys, c.args...).Result()
+}
+
+// splitReply checks that a merged decision call answered an array of n
+// elements, one per decision. Any other reply is ErrReply, never a panic.
+func splitReply(v any, n int) ([]any, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != n {
+		return nil, fmt.Errorf("%w: %T for %d decisions", ErrReply, v, n)
+	}
+	return arr, nil
 }
 
 // element is one decision's part of a merged script reply: its array, or

@@ -1,9 +1,13 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +36,7 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := s.Stats()
+			scripts := scriptCalls(t, s)
 			var wg sync.WaitGroup
 			admitted := make([]int, callers)
 			errs := make([]error, callers+1)
@@ -76,6 +81,48 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 			if calls != (callers+1)*tries || trips >= calls {
 				t.Fatalf("%d decisions in %d round trips: want %d decisions, fewer round trips", calls, trips, (callers+1)*tries)
 			}
+			// Redis's own count: on one node a pipeline's decisions are one
+			// script call (as many calls as round trips, give or take the
+			// NOSCRIPT retries of the first); on a Cluster, one each.
+			if n := scriptCalls(t, s) - scripts; tc.merge && n > trips+1 || !tc.merge && n < calls {
+				t.Fatalf("Redis ran %d script calls for %d decisions in %d round trips (merge %v)", n, calls, trips, tc.merge)
+			}
 		})
 	}
+}
+
+// scriptCalls is the number of EVALSHA and EVAL calls Redis has run (on
+// every master of a Cluster), from INFO commandstats.
+func scriptCalls(t *testing.T, s *Store) uint64 {
+	t.Helper()
+	var total uint64
+	count := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		for line := range strings.Lines(info) {
+			for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+				if rest, ok := strings.CutPrefix(line, cmd+"calls="); ok {
+					n, err := strconv.ParseUint(rest[:strings.IndexByte(rest, ',')], 10, 64)
+					if err != nil {
+						return err
+					}
+					atomic.AddUint64(&total, n)
+				}
+			}
+		}
+		return nil
+	}
+	var err error
+	switch c := s.Client().(type) {
+	case *redis.Client:
+		err = count(t.Context(), c)
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(t.Context(), count)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
 }

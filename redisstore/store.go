@@ -86,6 +86,8 @@ type Config struct {
 	// calls that queue during one round trip all go in the next, which is
 	// what costs Redis least per decision; more pipelines make smaller
 	// batches (measured: half the decisions per second at 4 on 2 cores).
+	// On a Cluster a pipeline waits for its slowest node: more pipelines
+	// keep one slow node from holding up the decisions for the others.
 	// 1 to 64.
 	Pipelines int
 	// Heartbeat, if > 0, is how often the store announces its replica in

@@ -134,6 +134,16 @@ func FuzzParseReply(f *testing.F) {
 		if r, err := parseGCRA(v); err == nil && (r.waitUs < 0 || r.remaining < 0) {
 			t.Fatalf("accepted a negative field: %+v", r)
 		}
+		// The same reply as a merged call's, for 1 to 3 decisions.
+		for n := 1; n <= 3; n++ {
+			if arr, err := splitReply(v, n); err == nil {
+				for _, e := range arr {
+					if r := element(e); r.err == nil {
+						_, _ = parseGCRA(r.val)
+					}
+				}
+			}
+		}
 		var a [3]int64
 		_ = parseInts(v, a[:])
 	})

@@ -5,7 +5,11 @@
 //	cd bench && go test -run '^$' -bench Redis -benchtime 2s -count 3 ./redis
 //
 // Each benchmark reports decisions/s and p99-µs (the 99th percentile of
-// one decision as its caller saw it) next to ns/op.
+// one decision as its caller saw it) next to ns/op, and the CPU each
+// decision cost the benchmark process and the redis-server
+// (client-cpu-µs/op, server-cpu-µs/op; see CPU), and sluice's
+// calls/roundtrip. -redis.pipelines and -redis.window set the store's
+// Pipelines and BatchWindow, to compare them.
 package redis
 
 import (

@@ -75,7 +75,7 @@ type runner struct {
 	outstanding atomic.Int64 // in jobs or in a worker's hands
 	maxWorkers  int
 	workers     int          // started; only send touches it
-	idle        atomic.Int64 // workers waiting for a job
+	spare       atomic.Int64 // workers idle less jobs waiting; see send
 }
 
 // send runs the schedule; it reports whether ctx ended it.
@@ -109,12 +109,16 @@ func (r *runner) send(ctx, reqCtx context.Context, s *schedule, start time.Time)
 		r.rec.sent(off, lag)
 		r.outstanding.Add(1)
 		r.jobs <- job{k: k, due: due, off: off} // never blocks: outstanding < its capacity
-		// One more worker when more jobs wait than workers idle: a burst
-		// pushes its jobs faster than idle workers wake to take them, and
-		// checking for no idle worker at all started too few, so that a
-		// burst of 200 went out through the 50 workers a previous burst
-		// had left idle, each as the one before it was answered.
-		if int64(len(r.jobs)) > r.idle.Load() && r.workers < r.maxWorkers {
+		// The job takes an idle worker, or a new one. spare is the idle
+		// workers less the jobs waiting for one: a worker adds itself as
+		// it goes idle, each job takes one away. (Starting one when none
+		// was idle, or when the channel held more jobs than workers were
+		// idle, started too few: a job handed straight to a parked worker
+		// is in neither count until that worker runs, so a burst of 200
+		// went out through the 50 workers a previous burst had left idle,
+		// each request as another was answered.)
+		if r.spare.Add(-1) < 0 && r.workers < r.maxWorkers {
+			r.spare.Add(1) // the new worker is this job's
 			r.workers++
 			r.wg.Add(1)
 			go r.worker(reqCtx, start)
@@ -139,10 +143,11 @@ type job struct {
 // much that the generator fell further behind and never caught up.
 func (r *runner) worker(ctx context.Context, start time.Time) {
 	defer r.wg.Done()
-	for {
-		r.idle.Add(1)
+	for first := true; ; first = false {
+		if !first {
+			r.spare.Add(1) // idle again (the first job was counted by send)
+		}
 		j, ok := <-r.jobs
-		r.idle.Add(-1)
 		if !ok {
 			return // the schedule is over and every job taken
 		}

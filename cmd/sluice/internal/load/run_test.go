@@ -284,3 +284,39 @@ func TestRunReasonsCapped(t *testing.T) {
 		t.Errorf("reasons add up to %d, want 200", sum)
 	}
 }
+
+// TestRunBurstAtOnce: a burst goes out at once even when the previous one
+// left fewer workers idle than it has requests. Of the first burst's 100,
+// the server answers 50 at once and holds 50; it holds the second burst's
+// 100 too, until all 200 are in (or a second passes, to fail
+// rather than hang). Workers started only when none was idle sent the
+// second burst through the first's 50 idle ones: the other 50 requests
+// waited for an answer that was waiting for them.
+func TestRunBurstAtOnce(t *testing.T) {
+	const size, quick = 100, 50
+	var n atomic.Int64
+	all := make(chan struct{})
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := n.Add(1)
+		if k <= quick {
+			return
+		}
+		if k == 2*size {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(time.Second):
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	res, err := Run(context.Background(), Config{URL: url, Duration: 500 * time.Millisecond,
+		Load: sim.Load{Bursts: sim.Bursts{Size: size, Count: 2, Every: 300 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 2*size || res.Status[http.StatusServiceUnavailable] != 0 {
+		t.Errorf("two bursts of %d: %d answered 2xx, %d held for a second (503): the second burst did not go out at once",
+			size, res.OK, res.Status[http.StatusServiceUnavailable])
+	}
+}

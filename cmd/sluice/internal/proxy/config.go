@@ -78,6 +78,9 @@ type Route struct {
 	// upstream's answer does: wait for it (its limits count it until the
 	// upstream is done) or cancel (see gone.go).
 	OnClientGone string `yaml:"on_client_gone" json:"on_client_gone"`
+	// DeadlineHeader names a request header in which clients send their
+	// timeout (deadline.go); "": none.
+	DeadlineHeader string `yaml:"deadline_header" json:"deadline_header"`
 }
 
 // Policy is the limits a request passes before it goes upstream: every one
@@ -108,11 +111,14 @@ type RateSpec struct {
 
 // ConcSpec is a concurrency limit with a queue, fixed or adaptive.
 type ConcSpec struct {
-	Limit      int                    `yaml:"limit" json:"limit"`
-	MaxQueue   int                    `yaml:"max_queue" json:"max_queue"`
-	MaxWait    time.Duration          `yaml:"max_wait" json:"max_wait"`
-	Discipline concurrency.Discipline `yaml:"discipline" json:"discipline"`
-	Adaptive   *AdaptiveSpec          `yaml:"adaptive" json:"adaptive,omitempty"`
+	Limit    int           `yaml:"limit" json:"limit"`
+	MaxQueue int           `yaml:"max_queue" json:"max_queue"`
+	MaxWait  time.Duration `yaml:"max_wait" json:"max_wait"`
+	// MaxWaitServices bounds the wait in the queue to that many mean
+	// service times (concurrency.Config.MaxWaitServices); 0: none.
+	MaxWaitServices float64                `yaml:"max_wait_services" json:"max_wait_services"`
+	Discipline      concurrency.Discipline `yaml:"discipline" json:"discipline"`
+	Adaptive        *AdaptiveSpec          `yaml:"adaptive" json:"adaptive,omitempty"`
 }
 
 // AdaptiveSpec makes a concurrency limit find itself.

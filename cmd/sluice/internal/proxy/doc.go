@@ -25,6 +25,7 @@
 //     timeouts are Dropped, long-lived requests give their permits back
 //     early, as Ignore); gone.go: a client that went away before the
 //     upstream answered (its permits held until the upstream is done);
+//     deadline.go: a timeout the client sends in a header;
 //   - server.go: the serving state, hot reload (a new state built in full,
 //     then swapped; unchanged policies and routes are the same objects),
 //     shutdown; admin.go and metrics.go: the admin API and /metrics.

@@ -32,6 +32,14 @@ import (
 // client leaves and gives the permits back, for an upstream known to stop
 // its work when its connection closes.
 
+// countsInFlight reports whether the policy has a concurrency limit, the
+// only kind whose count a request's end changes: a route whose policy has
+// token buckets only (whose tokens are spent on admission) cancels at once
+// whatever on_client_gone says, and pays nothing for waiting.
+func (p *policy) countsInFlight() bool {
+	return p.conc != nil || p.perKeyConc != nil || p.sharedConc != nil
+}
+
 // Route.OnClientGone values.
 const (
 	ClientGoneWait   = "wait"
@@ -70,7 +78,9 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.abandoned = h.rt.metrics.abandoned
 	stop := context.AfterFunc(st.ctx, func() {
 		if st.up.Load() == upWaiting {
-			st.abandoned.Inc() // before the state says so: see below
+			// Counted before the state says abandoned, which is what
+			// lets the request's end take it back: never the other way.
+			st.abandoned.Inc()
 			if st.up.CompareAndSwap(upWaiting, upAbandoned) {
 				return
 			}
@@ -80,7 +90,7 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	defer func() {
 		stop()
-		if st.up.Load() == upAbandoned { // so after the Inc
+		if st.up.Load() == upAbandoned {
 			st.abandoned.Dec()
 		}
 	}()

@@ -141,3 +141,23 @@ func TestClientGoneCancel(t *testing.T) {
 		}
 	}
 }
+
+// A policy of token buckets only counts nothing in flight: its route
+// closes a departed client's upstream request at once, whatever
+// on_client_gone says.
+func TestClientGoneRateOnlyCancels(t *testing.T) {
+	up, h := holdingUpstream(t, 200)
+	p := start(t, `
+routes:
+  - {name: api, upstream: UPSTREAM, policy: q, on_client_gone: wait}
+policies:
+  - name: q
+    rate: {rate: 1000, burst: 1000, per_key: true}
+`, up)
+	giveUp(t, p, h)
+	select {
+	case <-h.canceled:
+	case <-time.After(10 * time.Second):
+		t.Error("the upstream's request was not canceled")
+	}
+}

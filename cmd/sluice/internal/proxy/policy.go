@@ -155,7 +155,7 @@ func (c *Config) buildPolicy(p Policy, at string, st *store) (*policy, error) {
 		pol.quota.Remaining = pol.remaining
 	}
 	if cs := p.Concurrency; cs != nil {
-		cc := concurrency.Config{Limit: cs.Limit, MaxQueue: cs.MaxQueue, MaxWait: cs.MaxWait, Discipline: cs.Discipline}
+		cc := concurrency.Config{Limit: cs.Limit, MaxQueue: cs.MaxQueue, MaxWait: cs.MaxWait, MaxWaitServices: cs.MaxWaitServices, Discipline: cs.Discipline}
 		if a := cs.Adaptive; a != nil {
 			alg, err := algorithms[a.Algorithm](a)
 			if err != nil {

@@ -77,7 +77,7 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 	var next http.Handler = rp
 	if p != nil {
 		rp.ModifyResponse = upstreamAnswered
-		if spec.OnClientGone == ClientGoneWait {
+		if spec.OnClientGone == ClientGoneWait && p.countsInFlight() {
 			next = waitForUpstream{next: rp, rt: rt}
 		}
 	}
@@ -181,13 +181,16 @@ func upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		code, msg = http.StatusGatewayTimeout, "upstream timed out"
 	}
-	if st := stateFrom(r.Context()); st != nil && st.clientGone() {
-		if st.up.Load() == upAbandoned { // the upstream failed a request nobody waits for
-			st.goneStatus = code
+	if st := stateFrom(r.Context()); st != nil {
+		// Its context may have ended with the client's deadline
+		// (deadline_header) while the client still waits: answer it.
+		if st.clientGone() {
+			if st.up.Load() == upAbandoned { // the upstream failed a request nobody waits for
+				st.goneStatus = code
+			}
+			return
 		}
-		return
-	}
-	if r.Context().Err() != nil {
+	} else if r.Context().Err() != nil { // a route without a policy: the client's
 		return
 	}
 	http.Error(w, msg, code)
@@ -285,14 +288,21 @@ const statusClientGone = 499
 // serve proxies r through the route, recording what happened.
 func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logger) {
 	st := &reqState{w: w, start: time.Now(), streamAfter: rt.spec.StreamAfter}
+	client := r.Context()
 	if rt.limit != nil {
 		// For the limiters' permits (detaching, outcome); a route
 		// without a policy has none.
-		st.ctx = r.Context()
+		st.ctx = client
 		if a := rt.policy.spec.adaptive(); a != nil {
 			st.dropAfter = a.Timeout
 		}
-		r = r.WithContext(context.WithValue(st.ctx, stateKey{}, st))
+		ctx := context.WithValue(client, stateKey{}, st)
+		if d, ok := clientTimeout(r, rt.spec.DeadlineHeader); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, st.start.Add(d))
+			defer cancel()
+		}
+		r = r.WithContext(ctx)
 	}
 	rt.handler.ServeHTTP(st, r)
 	dur := time.Since(st.start)
@@ -301,7 +311,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logg
 		switch {
 		case st.isLong():
 			status = http.StatusSwitchingProtocols // hijacked
-		case r.Context().Err() != nil:
+		case client.Err() != nil:
 			status = statusClientGone
 		default:
 			status = http.StatusOK // nothing written: what net/http sends

@@ -255,6 +255,7 @@ func TestStoreConfigErrors(t *testing.T) {
 		{"rate range", strings.Replace(base, "rate: 0.01", "rate: 1e9", 1), "f.yaml:17: policies[0].rate"},
 		{"adaptive", strings.Replace(base, "    rate:", "    concurrency: {limit: 5, adaptive: {}}\n    rate:", 1), "policies[0].concurrency.adaptive"},
 		{"shared limit", strings.Replace(base, "    rate:", "    concurrency: {limit: 5}\n    rate:", 1), ""},
+		{"shared wait services", strings.Replace(base, "    rate:", "    concurrency: {limit: 5, max_wait_services: 4}\n    rate:", 1), "policies[0].concurrency.max_wait_services"},
 		{"per key concurrency", strings.Replace(base, "    rate:", "    per_key_concurrency: {limit: 5}\n    rate:", 1), "f.yaml:17: policies[0].per_key_concurrency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

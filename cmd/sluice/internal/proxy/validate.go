@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -156,6 +157,12 @@ func (c *Config) validateRoute(r *Route, at string, policies map[string]int) err
 	default:
 		return c.errAt(at+".on_client_gone", "%q: want wait or cancel", r.OnClientGone)
 	}
+	if h := r.DeadlineHeader; h != "" && (strings.ContainsAny(h, " \t:") || http.CanonicalHeaderKey(h) == "") {
+		return c.errAt(at+".deadline_header", "%q is not a header name", h)
+	}
+	if r.DeadlineHeader != "" && r.Policy == "" {
+		return c.errAt(at+".deadline_header", "tells the route's limits the client's deadline: the route has no policy")
+	}
 	if r.FlushInterval < -1 {
 		return c.errAt(at+".flush_interval", "must be -1 (flush every write), 0 (default) or a positive duration, got %v", r.FlushInterval)
 	}
@@ -254,6 +261,8 @@ func (c *Config) validateShared(p *Policy, at string, stores map[string]int) err
 			return c.errAt(at+".concurrency.max_queue", "a shared concurrency limit has no queue (waiters poll the store until max_wait): drop it")
 		case cs.Discipline != concurrency.FIFO:
 			return c.errAt(at+".concurrency.discipline", "a shared concurrency limit has no queue discipline: drop it")
+		case cs.MaxWaitServices != 0:
+			return c.errAt(at+".concurrency.max_wait_services", "a shared concurrency limit has no queue (waiters poll the store until max_wait): drop it")
 		}
 	}
 	return nil
