@@ -14,6 +14,11 @@ type Sample struct {
 	// itself included. Algorithms use it to tell a limit that was reached
 	// from one that was not (no growth while the limit is not the constraint).
 	InFlight int
+	// Waiting is the number of requests waiting for a permit in the
+	// limiter's queue when this one was released: more than 0 says the
+	// limit held demand back (whether the service could have taken it is
+	// for the algorithm to judge). 0 without a queue.
+	Waiting int
 	// Outcome is sluice.Success or sluice.Dropped; limiters never pass
 	// Ignore or a cancelled permit to an algorithm.
 	Outcome sluice.Outcome

@@ -66,8 +66,24 @@ type LittleConfig struct {
 // power 0.25), unless the latency is below noLoad by Headroom/2 (no queue:
 // a limit below the concurrency costs throughput, one above it only
 // latency): the limit then averages about four windows instead of
-// following each one's noise below the service's concurrency. An
-// unused limit (in flight never reached it) does not move. A window in
+// following each one's noise below the service's concurrency.
+//
+// The damping slows growth too, and a limit that cut for a service that
+// lost workers must grow back when they return. The latency cannot tell:
+// at the service's concurrency and below it, it is noLoad, within a
+// window's noise. The limiter's queue can (Sample.Waiting): when nine in
+// ten of a window's successes left requests waiting for a permit, the in
+// flight is below knownAt (a concurrency that ran at noLoad) and the
+// latency is below (1 + Headroom/2) × noLoad by a standard error, the
+// limit, not the service, held them back. From the third such window in a
+// row the limit grows undamped, by (1 + Headroom)^k in the k-th (k at
+// most 4), until a window shows a queue; the cut that follows is not
+// taken for a slower service (see checkCut), as the queue the growth let
+// in is still at the service. Fewer windows in a row come now and then
+// from a limit at the service's concurrency, whose latency reads low by
+// the noise. Without a queue, Waiting is 0 and only the latency counts.
+//
+// An unused limit (in flight never reached it) does not move. A window in
 // which more than a tenth of the samples were Dropped multiplies it by
 // Backoff, or by twice the share that succeeded when that is less (at
 // most halving): a drop now and then is the service's own tail, and
@@ -165,6 +181,8 @@ type Little struct {
 	above     stat      // successes just above knownAt, pooled
 	faster    int       // windows in a row faster than noLoad allows
 	fastSum   stat      // their latencies
+	rush      int       // windows in a row in which the limit held demand back
+	rushed    int       // windows left in which a cut is not checked
 }
 
 // NewLittle returns a Little limit, or an error naming the invalid field.
@@ -216,6 +234,9 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		r, c := float64(s.Latency), float64(s.InFlight)
 		w.lat.add(r)
 		w.inFlight += c
+		if s.Waiting > 0 {
+			w.waited++
+		}
 		switch {
 		case c <= l.knownAt/2:
 			w.known.add(r)
@@ -302,7 +323,24 @@ func (l *Little) close(now time.Time) {
 		q = min(q, 0)
 	}
 	f := min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom)
-	if q > -l.headroom/2 && math.Abs(math.Log(f)) < littleNoise*w.lat.se()/latency {
+	l.rushed = max(l.rushed-1, 0)
+	if inFlight < l.knownAt && w.waited > littleWaited*w.lat.n && latency+w.lat.se() < l.noLoad*(1+l.headroom/2) {
+		// Requests waited for a permit, with fewer in flight than the
+		// service is known to run at noLoad, and the admitted ones ran
+		// at noLoad: the limit, not the service, held them back. From
+		// the littleRushAfter-th such window in a row, grow undamped,
+		// by (1 + Headroom) more each window.
+		l.rush = min(l.rush+1, littleRushAfter+littleRush)
+		if n := l.rush - littleRushAfter + 1; n > 0 {
+			f = max(f, math.Pow(1+l.headroom, float64(min(n, littleRush))))
+			// This window, the one that still holds what was admitted
+			// before the growth, and the one checkCut would read.
+			l.rushed = 3
+		}
+	} else {
+		l.rush = 0
+	}
+	if l.rush < littleRushAfter && q > -l.headroom/2 && math.Abs(math.Log(f)) < littleNoise*w.lat.se()/latency {
 		// A move within the window's noise: take a quarter of it, so
 		// that the limit averages windows instead of following each.
 		// Not when the latency shows no queue at all: a limit below the
@@ -312,7 +350,12 @@ func (l *Little) close(now time.Time) {
 	}
 	switch {
 	case f < 1/(1+l.headroom) && l.cutFrom == 0:
-		l.cutFrom, l.cutLat, l.cutSkip = inFlight, latency, true
+		if l.rushed == 0 {
+			// Not just after a rush: the queue a rush overshoots into
+			// is still at the service in the window checkCut would
+			// read, and would pass for a slower service.
+			l.cutFrom, l.cutLat, l.cutSkip = inFlight, latency, true
+		}
 		// A queue this long says the service runs at most inFlight/(1+q)
 		// at once (its throughput × noLoad): below knownAt/2 if half the
 		// workers went, and then what starts at knownAt/2 in flight may

@@ -12,6 +12,7 @@ type littleWindow struct {
 	lat         stat    // the successes' latencies, ns
 	known       stat    // those that started at <= knownAt/2 in flight
 	inFlight    float64 // sum of the successes' InFlight
+	waited      float64 // successes released with requests waiting
 	maxInFlight int
 	drops       float64
 	constant    bool // see Little.constant
@@ -43,6 +44,17 @@ const (
 	// littleDropShare is the share of a window's samples that must be
 	// Dropped for the limit to back off.
 	littleDropShare = 0.1
+	// littleRush caps the growth of a limit that holds demand back at
+	// (1 + Headroom)^littleRush per window.
+	littleRush = 4
+	// littleRushAfter is how many windows in a row must show the limit
+	// holding demand back (see Little) before it grows undamped: one or
+	// two such windows come now and then from a limit at the service's
+	// concurrency, whose latency reads low by the window's noise.
+	littleRushAfter = 3
+	// littleWaited is the share of a window's successes that must have
+	// been released with requests waiting for a permit.
+	littleWaited = 0.9
 )
 
 // done reports whether the window can close at now.

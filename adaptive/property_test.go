@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // algorithms returns a fresh instance of each algorithm, configured the
@@ -124,5 +126,58 @@ func TestLittleLearnsASlowerService(t *testing.T) {
 	}
 	if r.minLimit < 7 || r.maxLimit > 9 {
 		t.Errorf("limit in [%d, %d] over the last three minutes, want within [7, 9]", r.minLimit, r.maxLimit)
+	}
+}
+
+// Workers lost and restored, fed by hand: a service of 20 ms (8 or 32 ms,
+// alternately: windows as noisy as a lognormal service's) runs 16 at
+// no-load; then half its workers go, the latency doubles at the limit and
+// Little cuts to about 11; then they come back, and the latency is 20 ms
+// again at the limit. If requests wait in the limiter's queue meanwhile
+// (Sample.Waiting), the limit, not the service, holds them back: Little
+// must grow back to 16 at least twice as fast as from the latency alone,
+// whose windows read the same at the service's concurrency and below it.
+func TestLittleGrowsBackFastWhenRequestsWait(t *testing.T) {
+	const noLoad = 20 * time.Millisecond
+	took := map[int]time.Duration{}
+	for _, waiting := range []int{0, 10} {
+		l, err := NewLittle(LittleConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := epoch
+		i := 0
+		// feed sends samples for d with inFlight(limit) in flight to
+		// workers workers, at the throughput that in flight and latency
+		// give, until done.
+		feed := func(d time.Duration, workers int, inFlight func(int) int, waiting int, done func() bool) {
+			for end := now.Add(d); now.Before(end) && !done(); i++ {
+				n := inFlight(l.Limit())
+				latency := noLoad * time.Duration(max(n, workers)) / time.Duration(workers)
+				lat := latency * 8 / 20
+				if i%2 == 1 {
+					lat = latency * 32 / 20
+				}
+				now = now.Add(latency / time.Duration(n))
+				l.Observe(now, Sample{Latency: lat, InFlight: n, Outcome: sluice.Success, Waiting: waiting})
+			}
+		}
+		never := func() bool { return false }
+		atLimit := func(n int) int { return n }
+		feed(10*time.Second, 20, func(int) int { return 16 }, 0, never)
+		feed(10*time.Second, 10, atLimit, waiting, never)
+		if l.Limit() > 13 {
+			t.Fatalf("waiting=%d: limit %d after half the workers went, want at most 13", waiting, l.Limit())
+		}
+		back := now
+		feed(time.Minute, 20, atLimit, waiting, func() bool { return l.Limit() >= 16 })
+		if l.Limit() < 16 {
+			t.Fatalf("waiting=%d: limit %d a minute after the workers came back, want 16", waiting, l.Limit())
+		}
+		took[waiting] = now.Sub(back)
+	}
+	t.Logf("back to 16 in %v from the latency alone, %v with requests waiting", took[0], took[10])
+	if took[10] > took[0]/2 {
+		t.Errorf("with requests waiting the limit took %v to grow back, want at most half of %v", took[10], took[0])
 	}
 }

@@ -305,7 +305,7 @@ func (c *Core) release(now int64, token uint64, o sluice.Outcome, latency time.D
 		c.meanSvc = ewma(c.meanSvc, int64(latency))
 	}
 	if c.cfg.Algorithm != nil && (o == sluice.Success || o == sluice.Dropped) {
-		n := c.cfg.Algorithm.Observe(clock.ToTime(now), adaptive.Sample{Latency: latency, InFlight: int(min(token, MaxLimit)), Outcome: o})
+		n := c.cfg.Algorithm.Observe(clock.ToTime(now), adaptive.Sample{Latency: latency, InFlight: int(min(token, MaxLimit)), Waiting: c.q.n, Outcome: o})
 		c.limit = clampLimit(n)
 	}
 	c.expireAt(now)

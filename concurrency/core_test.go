@@ -415,7 +415,8 @@ func TestCoreAlgorithm(t *testing.T) {
 	if len(evs) != 2 || evs[0].Waiter != w.Waiter || evs[1].Waiter != w2.Waiter || c.Limit() != 3 {
 		t.Errorf("events %+v, limit %d; want both waiters admitted, limit 3", evs, c.Limit())
 	}
-	want := adaptive.Sample{Latency: 7 * time.Millisecond, InFlight: 1, Outcome: sluice.Dropped}
+	// Two waited when the permit came back: the limit held them.
+	want := adaptive.Sample{Latency: 7 * time.Millisecond, InFlight: 1, Outcome: sluice.Dropped, Waiting: 2}
 	if len(alg.samples) != 1 || alg.samples[0] != want {
 		t.Errorf("samples %+v, want [%+v]", alg.samples, want)
 	}
