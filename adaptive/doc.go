@@ -12,9 +12,11 @@
 // new limit; it reads no clock and starts no goroutine. Package concurrency
 // calls it under its lock when a permit is released with Success or
 // Dropped; package sim drives the same code in virtual time. A [Sample]
-// carries the latency, the number in flight when the request started and
-// the outcome (Dropped is the overload signal: a 5xx, a timeout, a
-// rejection downstream).
+// carries the latency, the number in flight when the request started, the
+// number waiting in the limiter's queue when it finished (Little grows
+// faster while they wait and the latency is at no-load) and the outcome
+// (Dropped is the overload signal: a 5xx, a timeout, a rejection
+// downstream).
 //
 //	little, err := adaptive.NewLittle(adaptive.LittleConfig{MaxLimit: 500})
 //	...
