@@ -149,22 +149,23 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 		}
 		return grant{ok: true}
 	}
-	// The clock is read before the state, so that the window between
-	// loading the word and the CAS is a few nanoseconds: under contention
-	// a clock read inside it made most CASes fail. A CAS that fails is
-	// retried at the same time. That time may be stale (the caller was
-	// preempted, or lost CASes to callers with later readings); a stale
-	// time can only see fewer tokens, so it never over-admits, but it
-	// could wrongly reject. Hence a rejection whose state is ahead of our
-	// reading (E > now: someone admitted at a later time, or reservations
-	// are waiting) reads the clock once more and decides again, unless its
-	// token is more than staleBound away. In the common rejection (E <=
-	// now) a fresher reading could only add the tokens of a few
-	// nanoseconds, so it is not worth another clock read.
+	// A CAS that fails is retried at the same time, so that the window
+	// between loading the word and the CAS is a few nanoseconds: under
+	// contention a clock read inside it made most CASes fail. That time is
+	// then older than the word it is applied to, which may carry
+	// admissions made at later times: it can only see fewer tokens, so it
+	// never over-admits, but a rejection decided on it may be wrong by as
+	// long as the caller was held up (a preempted goroutine: a time slice
+	// or more). A rejection stands only when the reading was taken after
+	// the word was loaded: at that load the bucket had no token, since it
+	// had none even later, at the reading. Otherwise the caller loads the
+	// word and reads the clock again. (An earlier rule trusted a stale
+	// reading whose token was over 1 ms away; TestAllowNeverRefusesAFullBucket saw
+	// preempted callers refused by a bucket that cannot run out.)
 	//
 	// A token from a lease (lease.go; single tokens at a live time) needs
 	// no time at all, so the clock is read only once that has failed.
-	t, fresh := now, now != live
+	t := now
 	leased := n == 1 && now == live
 	var (
 		ls, tried *leaseSet // tried: the set whose stripe l was tried
@@ -202,7 +203,8 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 				continue
 			}
 		}
-		if t == live {
+		after := t == live // the reading below follows the load of w
+		if after {
 			t = clock.Nanos()
 		}
 		u, in := s.Units(t, s.base)
@@ -216,14 +218,6 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			// The word alone cannot pay n at once, the stripes may help:
 			// join them again (a setter's drain, exact) and decide anew.
 			// Leasing resumes on the next collision.
-			//
-			// held reads every stripe; the maybe hint cannot stand in
-			// for it here. A single-token search clears maybe before it
-			// scans (so that a refill landing behind it sets it again),
-			// so while a search runs maybe reads false with tokens still
-			// parked, and this request would be refused tokens the
-			// bucket has. A wrong "no" is harmless to that search (it
-			// scans anyway) but not to a request that skips the scan.
 			b.reconfigure(t, now == live, func(*Config) {})
 			if now == live {
 				t = clock.Nanos() // not before the new state's base
@@ -240,8 +234,8 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			}
 		}
 		if !ok {
-			if !fresh && s.Mode == gcra.Rate && w > u && wu <= staleUnits(s) {
-				t, fresh = clock.Nanos(), true
+			if now == live && !after && s.Mode == gcra.Rate {
+				t = live // decide again on a reading taken after the load
 				continue
 			}
 			if leased && ls != nil {
@@ -283,15 +277,6 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 	}
 }
 
-// staleBound is how stale a clock reading may plausibly be when a
-// rejection is decided on it: the CAS retries of a contended word take
-// microseconds. A rejection whose token is further away than this could not
-// have been an admission at a fresher reading, so it skips the second clock
-// read (which doubled the cost of every rejection of a drained bucket).
-const staleBound = time.Millisecond
-
-func staleUnits(s *state) int64 { return s.ToUnits(int64(staleBound)) }
-
 // at converts an explicit time to clock nanos, keeping clear of live.
 func at(t time.Time) int64 { return max(clock.FromTime(t), live+1) }
 
@@ -315,11 +300,15 @@ func (b *Bucket) Allow() bool {
 	// deciding one token now. It reads the clock and the word, and admits
 	// with one CAS or rejects with no write to the word, as takeNanos would
 	// in one pass; anything else (a CAS lost, a retired word, a base to
-	// move, a rejection whose clock reading may be stale) goes there.
+	// move, a rejection that may be stale) goes there. The word is loaded
+	// once more before the clock: a rejection stands only if the word did
+	// not move across the reading (see takeNanos), and in a rejection the
+	// line is not written, so the second load hits the cache.
 	// Half of what takeNanos cost beyond the clock read and the two atomics
 	// was its generality (AMD EPYC VM, serial).
 	if s := b.st.Load(); s != nil && s.Mode == gcra.Rate && s.burst > 0 && s.ls.Load() == nil {
-		t := clock.Nanos() // before the word: see takeNanos
+		w0 := s.word.Load()
+		t := clock.Nanos() // before the word that is CASed: see takeNanos
 		if w := s.word.Load(); w != retired {
 			if u, in := s.Units(t, s.base); in {
 				nw, ok := s.TakeOne(w, u)
@@ -331,7 +320,7 @@ func (b *Bucket) Allow() bool {
 					if s.mayLease() {
 						b.startLeasing(s) // two cores collided on the word
 					}
-				case w <= u || gcra.SatSub(nw, u) > staleUnits(s):
+				case w == w0:
 					b.c.Reject(sluice.ReasonRate)
 					return false
 				}
