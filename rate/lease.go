@@ -1,6 +1,7 @@
 package rate
 
 import (
+	"runtime"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/clock"
@@ -31,11 +32,19 @@ import (
 //
 // Why it does not admit less: a caller about to be rejected first takes a
 // token from any stripe (a read of each stripe, no write unless it finds
-// one), Tokens counts the stripes' tokens, and a lease is taken only while
-// the word keeps at least P tokens besides, so tokens are parked only when
-// there are plenty. A setter drains the stripes back into the word before
+// one; it waits out a lease on its way from the word to a stripe), Tokens
+// counts the stripes' tokens, and a lease is taken only while the word
+// keeps at least P tokens besides, so tokens are parked only when there
+// are plenty. A setter drains the stripes back into the word before
 // the new state is made from it; a rebase (the same config) hands them on.
 const leaseSize = 32
+
+// refilling marks a stripe whose lease is being taken from the word: in
+// that instant its tokens are in neither, and a search that found both the
+// word and the stripes empty would refuse wrongly (TestNoAdmissionAfterARefusal
+// saw the 31 tokens of a preempted refill admitted after a refusal). A
+// search waits a marked stripe out.
+const refilling = -1
 
 // lease is one stripe's tokens, on its own pair of cache lines (Intel's
 // adjacent-line prefetcher moves lines in pairs).
@@ -44,14 +53,16 @@ type lease struct {
 	_ [128 - 8]byte
 }
 
-// leaseSet is a state's stripes. maybe is set once a refill has parked
-// tokens and cleared by a search that is about to look at every stripe, so
-// that a rejection searches only when a stripe may hold a token: without
-// it, every rejection would read every stripe (256 lines on 64 cores).
+// leaseSet is a state's stripes.
+//
+// A single-token rejection reads every stripe (256 lines on 64 cores; no
+// writes, so they stay cached while the bucket is drained). A hint that
+// spared the walk ("a stripe may hold a token", cleared by a search about
+// to walk) refused wrongly: while one search ran, every other rejection read
+// the hint cleared and refused with tokens still parked (hundreds of wrong
+// refusals a run in TestNoAdmissionAfterARefusal).
 type leaseSet struct {
-	s     []lease // never written after the set is made
-	_     [128 - 24]byte
-	maybe atomic.Bool
+	s []lease // never written after the set is made
 }
 
 // stripes is the size of a new set: 4 stripes a core (so that goroutines
@@ -77,22 +88,25 @@ func (ls *leaseSet) stripe() *lease {
 }
 
 // take takes a token from the caller's stripe, or, if all is set (the
-// rejection path), from any stripe. It returns the caller's stripe and
-// whether that stripe was empty.
+// rejection path), from any stripe, once no lease is on its way to one. It
+// returns the caller's stripe and whether that stripe was empty.
 func (ls *leaseSet) take(all bool) (l *lease, empty, ok bool) {
 	l = ls.stripe()
 	if takeOne(l) {
 		return l, false, true
 	}
-	if all && ls.maybe.Load() {
-		// Clear first: a refill that parks tokens after this search has
-		// passed its stripe sets it again (it publishes, then sets).
-		ls.maybe.Store(false)
+	for all {
+		all = false
 		for i := range ls.s {
 			if takeOne(&ls.s[i]) {
-				ls.maybe.Store(true) // others may be left
 				return l, true, true
 			}
+			if ls.s[i].n.Load() == refilling {
+				all = true
+			}
+		}
+		if all {
+			runtime.Gosched() // let the refill publish its tokens
 		}
 	}
 	return l, true, false
@@ -114,7 +128,7 @@ func takeOne(l *lease) bool {
 func (ls *leaseSet) held() int64 {
 	var n int64
 	for i := range ls.s {
-		n += ls.s[i].n.Load()
+		n += max(ls.s[i].n.Load(), 0)
 	}
 	return n
 }
@@ -123,7 +137,7 @@ func (ls *leaseSet) held() int64 {
 func (ls *leaseSet) drain() int64 {
 	var n int64
 	for i := range ls.s {
-		n += ls.s[i].n.Swap(0)
+		n += max(ls.s[i].n.Swap(0), 0) // a refill it zeroes drops its lease
 	}
 	return n
 }
@@ -151,21 +165,23 @@ func (b *Bucket) leasedGrant(ls *leaseSet, count bool) (grant, bool) {
 // refill takes a lease of leaseSize tokens from word w of s at u for the
 // caller's empty stripe l and admits the caller with one of them. It takes
 // nothing, and reports false, if the word would keep fewer than the parked
-// maximum besides, or moved.
+// maximum besides, or moved, or another caller is refilling l.
 func (b *Bucket) refill(s *state, w, u int64, ls *leaseSet, l *lease, count bool) (grant, bool) {
 	nw, wu, ok := s.Take(w, u, leaseSize, 0)
 	if !ok || wu > 0 || s.Tokens(nw, u) < float64(ls.parked()) {
 		return grant{}, false
 	}
+	if !l.n.CompareAndSwap(0, refilling) {
+		return grant{}, false // another caller on this stripe refills it
+	}
 	if !s.word.CompareAndSwap(w, nw) {
+		l.n.Store(0)
 		return grant{}, false
 	}
-	if !l.n.CompareAndSwap(0, leaseSize-1) {
-		b.give(leaseSize - 1) // another caller on this stripe refilled it
+	if !l.n.CompareAndSwap(refilling, leaseSize-1) {
+		// A setter drained the set meanwhile and could not count these.
 	} else if !b.live(ls) {
 		l.n.Swap(0) // drained meanwhile: the drain may have missed these
-	} else if !ls.maybe.Load() {
-		ls.maybe.Store(true)
 	}
 	if count {
 		b.countAdmit(s)
@@ -194,7 +210,6 @@ func (b *Bucket) startLeasing(s *state) {
 				break
 			}
 			ls.s[i].n.Store(min(extra, leaseSize))
-			ls.maybe.Store(true)
 			extra -= leaseSize
 		}
 	}

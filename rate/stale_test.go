@@ -52,3 +52,48 @@ func neverRefuses(t *testing.T, cfg Config) {
 		t.Errorf("Stats: %d admitted, %d rejected; want %d, %d", st.Admitted, st.Rejected[sluice.ReasonRate], all-no, no)
 	}
 }
+
+// A bucket that does not refill within the test (a token in 1000 s): once
+// a call has been refused, the bucket was empty, so no call that starts
+// afterwards may be admitted; and exactly the burst is admitted in all.
+// Without the fix, the burst that splits failed 17 runs in 20: a refusal
+// while a search of the stripes ran, or while a lease was between the word
+// and its stripe.
+func TestNoAdmissionAfterARefusal(t *testing.T) {
+	// 500 stays one word; the other splits into stripes on a collision.
+	for _, burst := range []int{500, 8 * stripes() * leaseSize} {
+		t.Run(fmt.Sprint("burst=", burst), func(t *testing.T) {
+			for range 20 {
+				b := mustBucket(t, Config{Rate: 1e-3, Burst: burst})
+				var refusedOnce atomic.Bool
+				var admitted, late atomic.Int64
+				var wg sync.WaitGroup
+				for range 8 * runtime.GOMAXPROCS(0) {
+					wg.Go(func() {
+						for {
+							after := refusedOnce.Load()
+							if !b.Allow() {
+								refusedOnce.Store(true)
+								return
+							}
+							admitted.Add(1)
+							if after {
+								late.Add(1)
+							}
+						}
+					})
+				}
+				wg.Wait()
+				if n := late.Load(); n > 0 {
+					t.Fatalf("%d calls admitted after a refusal: the refusal was wrong", n)
+				}
+				if got := admitted.Load(); got != int64(burst) {
+					t.Fatalf("%d admitted, want exactly %d", got, burst)
+				}
+				if st := b.Stats(); st.Admitted != uint64(burst) {
+					t.Fatalf("Stats.Admitted = %d, want %d", st.Admitted, burst)
+				}
+			}
+		})
+	}
+}
