@@ -27,9 +27,9 @@ func (s BreakerState) String() string {
 	return "unknown"
 }
 
-// breaker opens after threshold consecutive failed round trips; while open, allow
-// answers false from one atomic load, so a dead Redis costs a caller
-// nanoseconds instead of a timeout. After cooldown one probe goes through
+// breaker opens after threshold consecutive failed round trips; while
+// open, allow answers false from one atomic load, so a dead Redis costs a
+// caller nanoseconds instead of a timeout. After cooldown one probe goes through
 // (half-open); its success closes the breaker, its failure opens it again.
 // Time is an argument (monotonic nanoseconds) so the logic is tested
 // without a clock.

@@ -204,7 +204,7 @@ type pipe struct {
 // send runs one round trip for batch. A call whose caller gave up is
 // skipped; one too late to get an answer in time is failed unsent. The
 // decisions (gcraScript) go in one script call when the client is a
-// single node; the other calls, or all of them on a Cluster, as one
+// single node (until Redis refuses one with CROSSSLOT); the other calls, or all of them on a Cluster, as one
 // EVALSHA each in a pipeline. A NOSCRIPT answer (a restarted or flushed
 // Redis forgot the script) is retried with Run, which loads it.
 //
