@@ -27,9 +27,9 @@ func (s BreakerState) String() string {
 	return "unknown"
 }
 
-// breaker opens after threshold consecutive failures; while open, allow
-// answers false from one atomic load, so a dead Redis costs a caller
-// nanoseconds instead of a timeout. After cooldown one probe goes through
+// breaker opens after threshold consecutive failed round trips; while
+// open, allow answers false from one atomic load, so a dead Redis costs a
+// caller nanoseconds instead of a timeout. After cooldown one probe goes through
 // (half-open); its success closes the breaker, its failure opens it again.
 // Time is an argument (monotonic nanoseconds) so the logic is tested
 // without a clock.
@@ -44,6 +44,7 @@ type breaker struct {
 	mu       sync.Mutex
 	failures atomic.Int64 // written under mu, but cleared without it on success
 	probing  bool
+	lastTrip uint64 // the latest round trip counted as failed
 }
 
 func newBreaker(threshold int, cooldown time.Duration) *breaker {
@@ -79,8 +80,14 @@ func (b *breaker) allow(now int64) bool {
 	}
 }
 
-// done records the result of a call that allow let through.
-func (b *breaker) done(now int64, ok bool) {
+// done records the result of a call that allow let through, made in
+// round trip trip (numbered in the order they start; 0: the call was never
+// sent). While closed, a failed round trip counts once, however many of
+// its calls report it, and so does one that started before the latest
+// counted (with several pipelines in flight, the breaker may undercount
+// by those, never overcount); a call never sent does not count. A failed
+// probe, sent or not, opens the breaker again.
+func (b *breaker) done(now int64, ok bool, trip uint64) {
 	if ok && BreakerState(b.state.Load()) == BreakerClosed {
 		// The hot path: a success while closed only needs to clear a
 		// failure streak, and there rarely is one: no lock for that.
@@ -98,8 +105,12 @@ func (b *breaker) done(now int64, ok bool) {
 		b.openUntil.Store(0)
 		return
 	}
-	failures := b.failures.Add(1)
 	st := BreakerState(b.state.Load())
+	if st == BreakerClosed && (trip == 0 || trip <= b.lastTrip) {
+		return
+	}
+	b.lastTrip = max(b.lastTrip, trip)
+	failures := b.failures.Add(1)
 	if st == BreakerHalfOpen || (st == BreakerClosed && failures >= int64(b.threshold)) {
 		b.probing = false
 		b.state.Store(uint32(BreakerOpen))

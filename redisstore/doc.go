@@ -6,9 +6,11 @@
 // per-call timeout (Config.Timeout, 5 ms by default, a hard bound on the
 // decision), sends a lone call at once on its caller's goroutine and
 // concurrent calls in one pipeline (one round trip, and on a single node
-// one script call, for up to MaxBatch decisions), and keeps a circuit
-// breaker so that a dead Redis costs a decision a microsecond, not a
-// timeout. Open builds one from a URL (redis://,
+// one script call, for up to MaxBatch decisions; a server that refuses
+// that call with CROSSSLOT, a Cluster node or proxy behind one address,
+// gets one script call per decision from then on), and keeps a circuit
+// breaker, counting failed round trips, so that a dead Redis costs a
+// decision a microsecond, not a timeout. Open builds one from a URL (redis://,
 // redis+cluster://), which is what a config file's `store:` names.
 //
 // Two limiters share their state through it:
@@ -52,7 +54,7 @@
 // with leases, which expires TTL after its last lease.
 //
 // Metrics: Store.Stats (round-trip histogram, errors, timeouts, breaker
-// state and trips, round trips) and each limiter's Stats and LimiterStats
+// state and trips, round trips, CROSSSLOT refusals) and each limiter's Stats and LimiterStats
 // (fallbacks, cache hits). The package has no Prometheus dependency:
 // promsluice.NewStoreCollector and NewSharedCollector expose them.
 //

@@ -27,6 +27,11 @@ type call struct {
 	// its caller gives up first (callAbandoned); one CAS decides, so a
 	// call given up in the queue is never sent.
 	state atomic.Uint32
+	// trip identifies the round trip that carried the call (0: none), so
+	// that the breaker counts a failed round trip once, not once per call
+	// in it. Stored before the flusher takes the call: a caller that
+	// finds it taken sees it.
+	trip atomic.Uint64
 }
 
 const (
@@ -119,6 +124,7 @@ func (s *Store) at(t int64) time.Time { return s.start.Add(time.Duration(t)) }
 // context did not expire).
 func (s *Store) pipelined(c *call) (result, bool) {
 	c.state.Store(callQueued)
+	c.trip.Store(0)
 	c.ctx.arm(s.at(s.giveUp(c)))
 	select {
 	case s.queue <- c:
@@ -198,12 +204,19 @@ type pipe struct {
 // send runs one round trip for batch. A call whose caller gave up is
 // skipped; one too late to get an answer in time is failed unsent. The
 // decisions (gcraScript) go in one script call when the client is a
-// single node; the other calls, or all of them on a Cluster, as one
+// single node (until Redis refuses one with CROSSSLOT); the other calls, or all of them on a Cluster, as one
 // EVALSHA each in a pipeline. A NOSCRIPT answer (a restarted or flushed
 // Redis forgot the script) is retried with Run, which loads it.
+//
+// The round trip's deadline is the latest giveUp of its calls, not the
+// earliest: a call about to give up would otherwise cut short the socket
+// for all the others, failing calls that had milliseconds left. Each
+// caller still stops waiting at its own giveUp (pipelined), and a reply
+// that comes after is dropped.
 func (s *Store) send(p *pipe, batch []*call) {
 	now := s.now()
-	end := int64(1<<63 - 1)
+	end := int64(0)
+	trip := s.tripIDs.Add(1)
 	p.live = p.live[:0]
 	for _, c := range batch {
 		if s.giveUp(c) <= now {
@@ -212,9 +225,10 @@ func (s *Store) send(p *pipe, batch []*call) {
 			}
 			continue
 		}
+		c.trip.Store(trip)
 		if c.state.CompareAndSwap(callQueued, callTaken) {
 			p.live = append(p.live, c)
-			end = min(end, s.giveUp(c))
+			end = max(end, s.giveUp(c))
 		}
 	}
 	if len(p.live) == 0 {
@@ -238,7 +252,7 @@ func (s *Store) send(p *pipe, batch []*call) {
 	}
 	pl := s.client.Pipeline()
 	p.merged, p.keys, p.args, p.cmds = p.merged[:0], p.keys[:0], p.args[:0], p.cmds[:0]
-	if s.merge {
+	if s.merge.Load() {
 		for _, c := range p.live {
 			if c.script == gcraScript {
 				p.merged = append(p.merged, c)
@@ -275,15 +289,24 @@ func (s *Store) send(p *pipe, batch []*call) {
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			v, err = gcraScript.Run(p.ctx, s.client, p.keys, p.args...).Result()
 		}
-		var arr []any
-		if err == nil {
-			arr, err = splitReply(v, len(p.merged))
-		}
-		for j, c := range p.merged {
-			if err != nil {
-				c.done <- result{err: err}
-			} else {
-				c.done <- element(arr[j])
+		if err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {
+			// A Cluster node or a proxy behind a single address: the
+			// keys of one script call must share a slot. Stop merging
+			// and send these decisions one script call each.
+			s.merge.Store(false)
+			s.crossSlot.Add(1)
+			s.sendEach(p.ctx, p.merged)
+		} else {
+			var arr []any
+			if err == nil {
+				arr, err = splitReply(v, len(p.merged))
+			}
+			for j, c := range p.merged {
+				if err != nil {
+					c.done <- result{err: err}
+				} else {
+					c.done <- element(arr[j])
+				}
 			}
 		}
 	}
@@ -292,6 +315,24 @@ func (s *Store) send(p *pipe, batch []*call) {
 	clear(p.args)
 	clear(p.live)
 	clear(p.merged)
+}
+
+// sendEach sends calls in one pipeline, one script call each, and hands
+// each its answer.
+func (s *Store) sendEach(ctx context.Context, calls []*call) {
+	pl := s.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.script.EvalSha(ctx, pl, c.keys, c.args...)
+	}
+	_, _ = pl.Exec(ctx)
+	for i, c := range calls {
+		v, err := cmds[i].Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			v, err = s.run(ctx, c)
+		}
+		c.done <- result{v, err}
+	}
 }
 
 // run runs one call on its own (one round trip, EVALSHA, or EVAL if Redis

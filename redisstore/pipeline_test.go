@@ -26,8 +26,8 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	}{{"single", srv.URL, true}, {"cluster", cluster.URL, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openStore(t, tc.url(), Config{Timeout: time.Second, BreakerThreshold: 1000}, false)
-			if s.merge != tc.merge {
-				t.Fatalf("merge = %v on %s", s.merge, tc.name)
+			if s.merge.Load() != tc.merge {
+				t.Fatalf("merge = %v on %s", s.merge.Load(), tc.name)
 			}
 			const burst, tries, callers = 20, 25, 32
 			b := newBuckets(t, s, RateConfig{Rate: 0.001, Burst: burst, OverLimitCache: -1, Prefix: fmt.Sprintf("merge:%d:", time.Now().UnixNano())})

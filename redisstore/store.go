@@ -64,8 +64,12 @@ type Config struct {
 	// ContextTimeoutEnabled (Open sets it). Default DefaultTimeout (5 ms);
 	// 100 µs to 10 s.
 	Timeout time.Duration
-	// BreakerThreshold is the number of consecutive failed calls that
-	// open the circuit breaker. Default 3; 1 to 1000.
+	// BreakerThreshold is the number of consecutive failed round trips
+	// that open the circuit breaker. A round trip counts once however
+	// many calls it carried (one slow pipeline is one sign of trouble,
+	// not a hundred), and a call that timed out before it was sent does
+	// not count: the round trip that held it up does. Default 3; 1 to
+	// 1000.
 	BreakerThreshold int
 	// BreakerCooldown is how long the breaker stays open before one probe
 	// call tries Redis again. Default 500 ms; 1 ms to 1 min.
@@ -151,7 +155,11 @@ type Store struct {
 	timeouts   atomic.Uint64
 	shorted    atomic.Uint64 // calls refused by the open breaker
 	roundTrips atomic.Uint64
-	merge      bool // decisions may share one script call (a single node)
+	tripIDs    atomic.Uint64 // numbers the round trips for the breaker
+	crossSlot  atomic.Uint64
+	// merge: decisions may share one script call (a single node); off
+	// for good once Redis refuses one with CROSSSLOT.
+	merge atomic.Bool
 }
 
 // New returns a Store over client (single node, Sentinel or Cluster).
@@ -171,7 +179,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		quit:   make(chan struct{}),
 		start:  time.Now(),
 	}
-	_, s.merge = client.(*redis.Client) // not a Cluster nor a Ring: every key on one server
+	_, single := client.(*redis.Client) // not a Cluster nor a Ring: every key on one server
+	s.merge.Store(single)
 	s.replicas.Store(1)
 	for range cfg.Pipelines {
 		s.wg.Add(1)
@@ -210,7 +219,7 @@ func (s *Store) now() int64 { return int64(time.Since(s.start)) }
 
 // StoreStats is a snapshot of a store's counters, for metrics.
 type StoreStats struct {
-	Calls          uint64 // calls that went to Redis
+	Calls          uint64 // calls that went to Redis (sent, or being sent)
 	Errors         uint64 // calls that failed (timeouts included)
 	Timeouts       uint64 // calls that failed by the per-call timeout
 	BreakerRejects uint64 // calls refused at once by the open breaker
@@ -218,8 +227,14 @@ type StoreStats struct {
 	Breaker        BreakerState
 	RoundTrips     uint64 // round trips to Redis: direct calls and pipelines
 	Replicas       int    // live replicas by the heartbeat (1 without)
-	// RoundTrip is the histogram of call durations as callers saw them
-	// (queueing for the pipeline included), and RoundTripSum their sum.
+	// CrossSlot counts merged script calls that Redis refused with
+	// CROSSSLOT (a Cluster node or a proxy behind a single address): the
+	// store resends their decisions one script call each and stops
+	// merging at the first.
+	CrossSlot uint64
+	// RoundTrip is the histogram of the durations of the calls that went
+	// to Redis (Calls) as their callers saw them (queueing for the
+	// pipeline included), and RoundTripSum their sum.
 	RoundTrip    []HistBucket
 	RoundTripSum time.Duration
 }
@@ -230,7 +245,7 @@ func (s *Store) Stats() StoreStats {
 	return StoreStats{
 		Calls: s.calls.Load(), Errors: s.errs.Load(), Timeouts: s.timeouts.Load(),
 		BreakerRejects: s.shorted.Load(), BreakerTrips: s.br.trips.Load(), Breaker: s.br.current(),
-		RoundTrips: s.roundTrips.Load(), Replicas: s.Replicas(), RoundTrip: b, RoundTripSum: sum,
+		RoundTrips: s.roundTrips.Load(), Replicas: s.Replicas(), CrossSlot: s.crossSlot.Load(), RoundTrip: b, RoundTripSum: sum,
 	}
 }
 
@@ -262,9 +277,9 @@ func (s *Store) do(c *call) (any, error) {
 		s.shorted.Add(1)
 		return nil, ErrBreakerOpen
 	}
-	s.calls.Add(1)
 	c.deadline = t0 + int64(s.cfg.Timeout)
 	var r result
+	var trip uint64 // the round trip that carried c; 0: it never left
 	reuse := true
 	if s.pending.Add(1) == 1 {
 		// Nothing else under way: run on the caller's goroutine, one
@@ -272,18 +287,26 @@ func (s *Store) do(c *call) (any, error) {
 		// pipelining). Calls that come meanwhile go to the flusher, which
 		// sends all it finds queued in one round trip.
 		s.roundTrips.Add(1)
+		trip = s.tripIDs.Add(1)
 		c.ctx.arm(s.at(s.giveUp(c)))
 		r.val, r.err = s.run(c.ctx, c)
 		reuse = c.ctx.disarm()
 	} else {
 		r, reuse = s.pipelined(c)
+		trip = c.trip.Load()
+		if r.err == errUnsent || r.err == ErrClosed && c.state.Load() != callTaken {
+			trip = 0
+		}
 	}
 	s.pending.Add(-1)
 	if reuse {
 		putCall(c)
 	}
 	t1 := s.now()
-	s.rtt.record(time.Duration(t1 - t0))
+	if trip != 0 {
+		s.calls.Add(1)
+		s.rtt.record(time.Duration(t1 - t0))
+	}
 	if r.err != nil && !errors.Is(r.err, redis.Nil) {
 		s.errs.Add(1)
 		if errors.Is(r.err, ErrTimeout) || errors.Is(r.err, context.DeadlineExceeded) || isTimeout(r.err) {
@@ -292,10 +315,10 @@ func (s *Store) do(c *call) (any, error) {
 				r.err = ErrTimeout
 			}
 		}
-		s.br.done(t1, false)
+		s.br.done(t1, false, trip)
 		return nil, r.err
 	}
-	s.br.done(t1, true)
+	s.br.done(t1, true, trip)
 	return r.val, nil
 }
 

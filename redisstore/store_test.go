@@ -10,26 +10,36 @@ import (
 	"github.com/sluicehq/sluice/redisstore/redistest"
 )
 
-// The breaker as a transcript: time is an argument, no clock.
+// The breaker as a transcript: time is an argument, no clock. It counts
+// failed round trips, not calls: the calls of one round trip, and calls
+// never sent (trip 0), do not add up to open it.
 func TestBreaker(t *testing.T) {
 	b := newBreaker(3, 100)
 	steps := []struct {
 		now   int64
-		ok    bool // result of the call, if allowed
+		ok    bool   // result of the call, if allowed
+		trip  uint64 // its round trip
 		allow bool
 		state BreakerState
 	}{
-		{0, false, true, BreakerClosed},
-		{1, false, true, BreakerClosed},
-		{2, false, true, BreakerOpen}, // third failure in a row opens it
-		{50, false, false, BreakerOpen},
-		{102, false, true, BreakerOpen}, // cooldown over: a probe, which fails
-		{150, true, false, BreakerOpen},
-		{202, true, true, BreakerClosed}, // the next probe succeeds
-		{203, false, true, BreakerClosed},
-		{204, true, true, BreakerClosed}, // a success clears the streak
-		{205, false, true, BreakerClosed},
-		{206, false, true, BreakerClosed},
+		{0, false, 1, true, BreakerClosed},
+		{1, false, 2, true, BreakerClosed},
+		{2, false, 3, true, BreakerOpen}, // third failed round trip in a row opens it
+		{50, false, 4, false, BreakerOpen},
+		{102, false, 4, true, BreakerOpen}, // cooldown over: a probe, which fails
+		{150, true, 5, false, BreakerOpen},
+		{202, true, 5, true, BreakerClosed}, // the next probe succeeds
+		{203, false, 6, true, BreakerClosed},
+		{204, true, 7, true, BreakerClosed}, // a success clears the streak
+		{205, false, 8, true, BreakerClosed},
+		{206, false, 8, true, BreakerClosed}, // the same round trip: counted once
+		{206, false, 8, true, BreakerClosed},
+		{207, false, 0, true, BreakerClosed}, // never sent: not counted
+		{207, false, 0, true, BreakerClosed},
+		{208, false, 7, true, BreakerClosed}, // older than one counted: not again
+		{209, false, 9, true, BreakerClosed},
+		{210, false, 10, true, BreakerOpen},
+		{311, false, 0, true, BreakerOpen}, // a probe that failed unsent fails too
 	}
 	for i, st := range steps {
 		got := b.allow(st.now)
@@ -37,19 +47,19 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("step %d: allow = %v, want %v", i, got, st.allow)
 		}
 		if got {
-			b.done(st.now, st.ok)
+			b.done(st.now, st.ok, st.trip)
 		}
 		if b.current() != st.state {
 			t.Fatalf("step %d: state %v, want %v", i, b.current(), st.state)
 		}
 	}
-	if b.trips.Load() != 2 {
-		t.Fatalf("trips %d, want 2", b.trips.Load())
+	if b.trips.Load() != 4 {
+		t.Fatalf("trips %d, want 4", b.trips.Load())
 	}
 	// Half-open lets one probe at a time.
 	b2 := newBreaker(1, 10)
 	b2.allow(0)
-	b2.done(0, false)
+	b2.done(0, false, 1)
 	if !b2.allow(10) || b2.allow(11) {
 		t.Fatal("half-open let two probes through")
 	}

@@ -1,6 +1,7 @@
 // Package redistest starts real redis-server processes on free loopback
 // ports for tests and benchmarks, as net/http/httptest starts servers: a
-// single node (Start) or a three-master Redis Cluster (StartCluster). It
+// single node (Start), a three-master Redis Cluster (StartCluster) or one
+// node that serves all of a Cluster's slots (StartClusterNode). It
 // never touches port 6379 and never persists anything (--save "",
 // --appendonly no); Close kills the processes and removes their files.
 //
@@ -99,8 +100,30 @@ func (s *Server) Kill() {
 }
 
 // Pause stops the server with SIGSTOP: it keeps its sockets (the kernel
-// still accepts connections) but answers nothing until Resume.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+// still accepts connections) but answers nothing until Resume. It returns
+// once the process is stopped (on Linux, by /proc): the signal alone is
+// delivered asynchronously, and on a loaded machine the server may
+// still answer for a while after it.
+func (s *Server) Pause() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	stat := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat"
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return nil // no /proc: the signal is all we have
+		}
+		// pid (comm) state ...: comm may hold spaces, the state follows the last ')'.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: redis-server %d not stopped 5s after SIGSTOP", s.cmd.Process.Pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
@@ -203,6 +226,38 @@ func StartCluster(n int) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// StartClusterNode starts one cluster-enabled redis-server that serves
+// every slot itself (CLUSTER ADDSLOTSRANGE 0 16383), and waits until it
+// reports cluster_state:ok. Reached through a plain redis:// URL it is a
+// single server that still refuses a command whose keys span slots
+// (CROSSSLOT), as a Cluster node or a cluster proxy does.
+func StartClusterNode() (*Server, error) {
+	port, err := freeClusterPort()
+	if err != nil {
+		return nil, err
+	}
+	s, err := startOn(port, []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := command(s.Addr(), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("redistest: CLUSTER ADDSLOTSRANGE: %w", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := command(s.Addr(), "CLUSTER", "INFO")
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.Close()
+			return nil, fmt.Errorf("redistest: cluster node not ok after 20s: %q %v", info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Close stops every node.

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -24,29 +25,37 @@ func BenchmarkServe(b *testing.B) {
 		Transport: (&transports{}).get(DefaultTimeout),
 	}
 	b.Cleanup(bare.Transport.(*http.Transport).CloseIdleConnections)
-	for _, tc := range []struct {
-		name string
-		h    http.Handler
-	}{
-		{"target=bare", bare},
-		{"target=nopolicy", benchServer(b, up, `
-routes:
-  - {name: all, upstream: UPSTREAM}
-`)},
-		{"target=policy", benchServer(b, up, `
+	policy := benchServer(b, up, `
 routes:
   - {name: all, upstream: UPSTREAM, policy: p}
 policies:
   - name: p
     rate: {rate: 1000000000, burst: 1000000000, per_key: true}
     concurrency: {adaptive: {initial_limit: 64}, max_queue: 1024, max_wait: 5s}
-`)},
+`)
+	body := strings.Repeat("x", 1024)
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+		body bool // a POST of 1 KiB: the wait for its headers has a timer of its own
+	}{
+		{"target=bare", bare, false},
+		{"target=nopolicy", benchServer(b, up, `
+routes:
+  - {name: all, upstream: UPSTREAM}
+`), false},
+		{"target=policy", policy, false},
+		{"target=bare/body=1KiB", bare, true},
+		{"target=policy/body=1KiB", policy, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					req := httptest.NewRequest("GET", "http://proxy.test/x", nil)
+					if tc.body {
+						req = httptest.NewRequest("POST", "http://proxy.test/x", strings.NewReader(body))
+					}
 					req.RemoteAddr = "127.0.0.1:1234"
 					w := httptest.NewRecorder()
 					tc.h.ServeHTTP(w, req)

@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 )
 
 // A client that goes away before its answer (its timeout passed, it
@@ -21,10 +23,10 @@ import (
 //
 // So on a route with a policy and on_client_gone: wait (the default), a
 // request whose client left before the upstream's response headers still
-// waits for them, at most the route's timeout; its permits are held until
-// then, and the upstream's answer is its outcome (a 5xx or a timeout is
-// Dropped, a late success is Dropped by the adaptive timeout). Then the
-// upstream request is closed: the body nobody reads is not fetched. A
+// waits for them, at most the route's timeout (boundHeaders); its permits
+// are held until then, and the upstream's answer is its outcome (a 5xx or
+// a timeout is Dropped, a late success is Dropped by the adaptive
+// timeout). Then the upstream request is closed: the body nobody reads is not fetched. A
 // client that leaves while the body comes cancels it at once, as before.
 // Requests waiting for an upstream with their client gone are counted by
 // sluice_proxy_abandoned_requests: the work nobody waits for.
@@ -65,7 +67,13 @@ const (
 	upWaiting   = iota // for the upstream's headers
 	upAnswered         // the headers came with the client there
 	upAbandoned        // the client left first
+	upDone             // the handler returned: the client's leaving changes nothing now
 )
+
+// errHeaderTimeout cancels the upstream request of a request with a body
+// whose headers did not come within the route's timeout of its
+// forwarding. A timeout, so the client (if there) is answered 504.
+var errHeaderTimeout = fmt.Errorf("the upstream did not answer within the route's timeout, the request's body included: %w", context.DeadlineExceeded)
 
 func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := stateFrom(r.Context())
@@ -73,8 +81,12 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	up, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
+	if st.clientGone() {
+		return // it left while admitted: nothing to send, nobody to answer
+	}
+	up, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	defer cancel(nil)
+	st.boundHeaders(r, h.rt.spec.Timeout, cancel)
 	st.abandoned = h.rt.metrics.abandoned
 	stop := context.AfterFunc(st.ctx, func() {
 		if st.up.Load() == upWaiting {
@@ -86,14 +98,59 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			st.abandoned.Dec()
 		}
-		cancel() // the body is for nobody now
+		cancel(nil) // the body is for nobody now
 	})
 	defer func() {
-		stop()
-		if st.up.Load() == upAbandoned {
+		stop() // false when it started already: then upDone fails its CompareAndSwap
+		if st.up.Swap(upDone) == upAbandoned {
 			st.abandoned.Dec()
 		}
+		st.stopHeaders()
 	}()
+	h.next.ServeHTTP(w, r.WithContext(up))
+}
+
+// boundHeaders bounds the wait for the upstream's headers of a request
+// with a body to timeout from now, cancelling the upstream request with
+// errHeaderTimeout past it. The transport's ResponseHeaderTimeout starts
+// only once the body is written, and an upstream that stops reading it
+// (overloaded, its receive window at 0) would hold the request, its
+// permits and its goroutine with nothing to end them: not even the
+// client's leaving, which net/http does not see before the body is read.
+// A request without a body needs none: its headers fit in the socket's
+// buffer.
+func (st *reqState) boundHeaders(r *http.Request, timeout time.Duration, cancel context.CancelCauseFunc) {
+	if r.ContentLength != 0 {
+		st.headers = time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
+	}
+}
+
+// stopHeaders stops boundHeaders' timer: the headers came, or the request
+// ended.
+func (st *reqState) stopHeaders() {
+	if st.headers != nil {
+		st.headers.Stop()
+	}
+}
+
+// boundUpload is the handler between a route's limits and its
+// ReverseProxy on the routes with a policy that do not wait
+// (on_client_gone: cancel, or token buckets only): boundHeaders alone.
+type boundUpload struct {
+	next    http.Handler
+	timeout time.Duration
+}
+
+func (h boundUpload) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	st := stateFrom(r.Context())
+	if st == nil || r.ContentLength == 0 {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	up, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	st.boundHeaders(r, h.timeout, cancel)
+	defer st.stopHeaders()
 	h.next.ServeHTTP(w, r.WithContext(up))
 }
 
@@ -102,7 +159,11 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // outcome. It runs on the request's goroutine.
 func upstreamAnswered(res *http.Response) error {
 	st := stateFrom(res.Request.Context())
-	if st == nil || st.abandoned == nil { // on_client_gone: cancel
+	if st == nil {
+		return nil
+	}
+	st.stopHeaders()         // the body may take longer
+	if st.abandoned == nil { // on_client_gone: cancel
 		return nil
 	}
 	if st.up.CompareAndSwap(upWaiting, upAnswered) {

@@ -58,10 +58,11 @@ type reqState struct {
 	// otherwise): where the request is (upWaiting...), its route's gauge
 	// of abandoned requests, and the upstream's answer to a client that
 	// had gone (its status, or 502 or 504 when it did not answer; 0:
-	// none), set and read on the request's goroutine.
+	// none), set and read on the request's goroutine, as is headers.
 	up         atomic.Int32
 	abandoned  prometheus.Gauge
 	goneStatus int
+	headers    *time.Timer // ends the wait for the headers of a request with a body
 
 	mu      sync.Mutex
 	long    atomic.Bool      // long-lived: outcome Ignore; set under mu

@@ -79,6 +79,8 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 		rp.ModifyResponse = upstreamAnswered
 		if spec.OnClientGone == ClientGoneWait && p.countsInFlight() {
 			next = waitForUpstream{next: rp, rt: rt}
+		} else {
+			next = boundUpload{next: rp, timeout: spec.Timeout}
 		}
 	}
 	if p != nil {
@@ -134,6 +136,7 @@ func (ts *transports) get(timeout time.Duration) *http.Transport {
 		MaxIdleConnsPerHost:   1024,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: timeout,
+		TLSHandshakeTimeout:   10 * time.Second, // none by default: a stalled handshake would hold a request
 		ExpectContinueTimeout: time.Second,
 	}
 	if ts.m == nil {
@@ -185,7 +188,10 @@ func upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 		// Its context may have ended with the client's deadline
 		// (deadline_header) while the client still waits: answer it.
 		if st.clientGone() {
-			if st.up.Load() == upAbandoned { // the upstream failed a request nobody waits for
+			// With on_client_gone: wait the upstream request outlives
+			// its client, so its failure is the upstream's, whether or
+			// not the client's leaving was seen as abandoning it yet.
+			if st.abandoned != nil && st.up.Load() != upAnswered {
 				st.goneStatus = code
 			}
 			return
