@@ -8,7 +8,8 @@ import (
 
 // NewStoreCollector returns a Collector of a redisstore.Store: its round
 // trips as a histogram, its calls, errors and timeouts, the circuit
-// breaker's state, trips and refusals, and the live replicas. Its series
+// breaker's state, trips and refusals, the live replicas, and the merged
+// calls Redis refused with CROSSSLOT. Its series
 // have the constant label store=name, not limiter: a store serves many
 // limiters (collect those with NewSharedCollector).
 func NewStoreCollector(name string, s *redisstore.Store) (*Collector, error) {
@@ -30,8 +31,9 @@ func NewStoreCollector(name string, s *redisstore.Store) (*Collector, error) {
 	trips := d("sluice_store_breaker_trips_total", "Times the circuit breaker opened.")
 	state := d("sluice_store_breaker_state", "The circuit breaker's state: 0 closed (calls go to Redis), 1 open (calls go to the failure policy), 2 half-open (one probe).")
 	replicas := d("sluice_store_replicas", "Live replicas counted by the heartbeat (1 without one).")
+	crossSlot := d("sluice_store_cross_slot_total", "Merged script calls refused with CROSSSLOT: the endpoint is a cluster behind one address, and the store stopped merging.")
 	return &Collector{
-		descs: []*prometheus.Desc{roundTrip, calls, roundTrips, errs, timeouts, shorted, trips, state, replicas},
+		descs: []*prometheus.Desc{roundTrip, calls, roundTrips, errs, timeouts, shorted, trips, state, replicas, crossSlot},
 		collect: func(ch chan<- prometheus.Metric) {
 			st := s.Stats()
 			counter := func(d *prometheus.Desc, v uint64) {
@@ -43,6 +45,7 @@ func NewStoreCollector(name string, s *redisstore.Store) (*Collector, error) {
 			counter(timeouts, st.Timeouts)
 			counter(shorted, st.BreakerRejects)
 			counter(trips, st.BreakerTrips)
+			counter(crossSlot, st.CrossSlot)
 			ch <- prometheus.MustNewConstMetric(state, prometheus.GaugeValue, float64(st.Breaker))
 			ch <- prometheus.MustNewConstMetric(replicas, prometheus.GaugeValue, float64(st.Replicas))
 			// redisstore's buckets are not cumulative and its last one has

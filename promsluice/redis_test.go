@@ -93,6 +93,7 @@ func TestRedisScrape(t *testing.T) {
 		{"sluice_store_breaker_trips_total", store, 1},
 		{"sluice_store_breaker_state", store, 1},
 		{"sluice_store_replicas", store, 1},
+		{"sluice_store_cross_slot_total", store, float64(st.CrossSlot)},
 		{"sluice_admitted_total", []string{"limiter", "api"}, 2},
 		{"sluice_rejected_total", []string{"limiter", "api", "reason", "rate"}, 2},
 		{"sluice_rejected_total", []string{"limiter", "api", "reason", "store"}, 3},
