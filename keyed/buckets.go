@@ -146,10 +146,11 @@ func (b *Buckets) reason(wait time.Duration, why sluice.Reason) sluice.Reason {
 	return sluice.ReasonRate // rate 0 and the bucket is empty: never
 }
 
-// where is a live key's slot, packed into a permit's token so that a
-// cancelled permit can give its token back without allocating: the slot
-// number in the low 32 bits, the key's hash's top 32 bits (which also pick
-// the shard) in the high ones to check that the slot still holds that key.
+// where is a permit's token: the key's whole hash, which is the key's
+// identity in the table (see table.hash), so that a cancelled permit finds
+// its key again without allocating, in whatever slot a rebuild moved it to,
+// and can never credit another key (a slot number and part of the hash
+// could, once a rebuild had moved a key sharing that part into the slot).
 type where = uint64
 
 // take takes one token from the word at p at u, waiting at most mw units.
@@ -193,13 +194,12 @@ func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait ti
 		return -1, 0, false, false
 	}
 	s := b.t.shardOf(h)
-	w = h &^ math.MaxUint32
 	mw := b.p.ToUnits(int64(maxWait))
 	x := s.load()
 	if i := x.find(h); i >= 0 {
 		if u, in := b.p.Units(now, x.base); in {
 			if wu, ok, done := b.take(&x.slots[i].last, u, mw); done {
-				return b.wait(wu), w | where(i), ok, false
+				return b.wait(wu), h, ok, false
 			}
 		}
 	}
@@ -210,39 +210,52 @@ func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait ti
 // found, its base must move, or its index was replaced. Kept apart so that
 // the lock-free path has no deferred unlock to set up.
 func (b *Buckets) takeLocked(s *shard[struct{}], h uint64, now, mw int64) (wait time.Duration, w where, ok, of bool) {
-	w = h &^ math.MaxUint32
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x, u := b.units(s, now)
 	if i := x.find(h); i >= 0 { // inserted or moved meanwhile, or its base moved
 		wu, ok, _ := b.take(&x.slots[i].last, u, mw) // only the lock's holder retires
-		return b.wait(wu), w | where(i), ok, false
+		return b.wait(wu), h, ok, false
 	}
 	if !b.t.reserve(s, u) {
 		return 0, 0, false, true
 	}
 	ne, wu, ok := b.p.Take(b.p.Initial(), u, 1, mw) // a new key's bucket is full
-	w |= where(s.add(h, struct{}{}, ne))
-	return b.wait(wu), w, ok, false
+	s.add(h, struct{}{}, ne)
+	return b.wait(wu), h, ok, false
 }
 
-// give returns the token of a permit, if its key is still in the slot the
-// permit recorded. A key moved in between (by a rebuild of its shard's
-// index, or its eviction) keeps one token less, never more.
-func (b *Buckets) give(w where) {
-	x := b.t.shardOf(w).load()
-	i := int(uint32(w))
-	if i >= len(x.slots) {
+// give returns the token of a permit to its key (hash h), wherever a
+// rebuild moved it. A key evicted in between is not there to credit, and
+// one that came back since starts full: either way it keeps no more than
+// its burst (tokens are clamped to the burst when read).
+func (b *Buckets) give(h where) {
+	s := b.t.shardOf(h)
+	if b.refund(s.load(), h) {
 		return
 	}
-	e := &x.slots[i]
-	if e.h.Load()&^math.MaxUint32 != w&^math.MaxUint32 {
-		return // not the key the permit was for (or no key at all)
+	// Not found (maybe only moving) or retired under us: look again under
+	// the lock, where no word is retired, so one look settles it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b.refund(s.load(), h)
+}
+
+// refund gives one token back to the key with hash h in x, and reports
+// false if the key is not there or its word was retired.
+func (b *Buckets) refund(x *index[struct{}], h uint64) bool {
+	i := x.find(h)
+	if i < 0 {
+		return false
 	}
+	p := &x.slots[i].last
 	for {
-		old := e.last.Load()
-		if old == retired || e.last.CompareAndSwap(old, b.p.Refund(old, 1)) {
-			return
+		old := p.Load()
+		if old == retired {
+			return false
+		}
+		if p.CompareAndSwap(old, b.p.Refund(old, 1)) {
+			return true
 		}
 	}
 }

@@ -140,8 +140,7 @@ func (s *shard[V]) add(h uint64, v V, w int64) int32 {
 // rebuild replaces s's index by one of n slots relative to base, holding
 // s's live keys (each word passed through move, if not nil), and returns
 // it. The caller holds the lock. Keys change slots, so the sweep starts
-// over, and a permit's refund that finds its slot taken by another key is
-// dropped (see Buckets.give).
+// over (a permit's refund finds its key by hash, see Buckets.give).
 func (s *shard[V]) rebuild(n int, base int64, move func(int64) int64) *index[V] {
 	old := s.load()
 	x := &index[V]{slots: make([]slot[V], n), mask: uint64(n - 1), base: base}

@@ -78,8 +78,8 @@ func (t *table[V]) hash(key string) uint64 {
 	return 1 // 0 marks an empty slot
 }
 
-// shardOf picks the shard from the hash's top bits, which a Buckets permit
-// carries (see where) and so finds its shard again from.
+// shardOf picks the shard from the hash's top bits. A Buckets permit carries
+// the whole hash (see where), so it finds its shard and its key again.
 func (t *table[V]) shardOf(h uint64) *shard[V] {
 	if t.shift == 64 {
 		return &t.shards[0]
