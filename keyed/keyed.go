@@ -3,6 +3,7 @@ package keyed
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,12 @@ func busy[L sluice.Limiter](l L) bool {
 // Get returns the limiter of key, making it if key is new. When key is new and
 // does not fit (see Map), Get returns the overflow limiter. The error is
 // Config.New's, wrapped.
+//
+// Prefer Map.Acquire and Map.TryAcquire to acquiring from what Get returns:
+// they give back a permit taken from a limiter evicted between the lookup
+// and the acquisition, and acquire again from the key's live one; a limiter
+// kept from Get is not checked, and may have been evicted once the key has
+// gone IdleTimeout without a lookup.
 func (m *Map[L]) Get(key string) (L, error) {
 	return m.get(key, clock.Nanos())
 }
@@ -64,6 +71,13 @@ func (m *Map[L]) GetAt(now time.Time, key string) (L, error) {
 }
 
 func (m *Map[L]) get(key string, now int64) (L, error) {
+	l, _, err := m.lookup(key, now)
+	return l, err
+}
+
+// lookup is get, also returning the word of the key's slot (nil for the
+// overflow limiter), which is retired once the key is evicted.
+func (m *Map[L]) lookup(key string, now int64) (L, *atomic.Int64, error) {
 	now = max(now, retired+1) // a time saturated at the far past is not a tombstone
 	h := m.t.hash(key)
 	s := m.t.shardOf(h)
@@ -71,7 +85,7 @@ func (m *Map[L]) get(key string, now int64) (L, error) {
 	if i := x.find(h); i >= 0 {
 		e := &x.slots[i]
 		if touch(&e.last, now, m.gran) {
-			return e.v, nil
+			return e.v, &e.last, nil
 		}
 	}
 	return m.insert(s, h, key, now)
@@ -95,48 +109,85 @@ func touch(p *atomic.Int64, now, gran int64) bool {
 
 // insert is the slow path of get: key (hash h) was not found without the
 // lock.
-func (m *Map[L]) insert(s *shard[L], h uint64, key string, now int64) (L, error) {
+func (m *Map[L]) insert(s *shard[L], h uint64, key string, now int64) (L, *atomic.Int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x := s.load()
 	if i := x.find(h); i >= 0 { // another caller inserted it meanwhile
-		touch(&x.slots[i].last, now, 0) // under the lock, never retired
-		return x.slots[i].v, nil
+		e := &x.slots[i]
+		touch(&e.last, now, 0) // under the lock, never retired
+		return e.v, &e.last, nil
 	}
+	var zero L
 	if !m.t.reserve(s, now) {
-		return m.overflow, nil
+		return m.overflow, nil, nil
 	}
 	l, err := m.cfg.New(key)
 	if err != nil {
 		m.t.live.Add(-1)
-		var zero L
-		return zero, fmt.Errorf("keyed: Config.New(%.64q): %w", key, err)
+		return zero, nil, fmt.Errorf("keyed: Config.New(%.64q): %w", key, err)
 	}
-	s.add(h, l, now)
-	return l, nil
+	i := s.add(h, l, now)
+	return l, &s.load().slots[i].last, nil
 }
 
 // Acquire acquires from key's limiter (see Get): it waits as that limiter
 // does, and returns its permit or its error.
 func (m *Map[L]) Acquire(ctx context.Context, key string) (sluice.Permit, error) {
-	l, err := m.get(key, clock.Nanos())
-	if err != nil {
-		return sluice.Permit{}, err
-	}
-	p, err := l.Acquire(ctx)
-	m.t.count(err)
-	return p, err
+	return m.acquire(key, func(l L) (sluice.Permit, error) { return l.Acquire(ctx) })
 }
 
 // TryAcquire acquires from key's limiter without waiting.
 func (m *Map[L]) TryAcquire(key string) (sluice.Permit, error) {
-	l, err := m.get(key, clock.Nanos())
-	if err != nil {
-		return sluice.Permit{}, err
+	return m.acquire(key, func(l L) (sluice.Permit, error) { return l.TryAcquire() })
+}
+
+// acquire looks key up and acquires from its limiter. The sweep cannot see
+// a caller between the lookup and the acquisition (its limiter is not yet
+// busy), so it may evict the key in that gap, and the next lookup would make
+// a second limiter for it. So the caller checks the key's word after
+// acquiring: the sweep retires the word before it asks whether the limiter
+// is busy (see shard.sweep), so either the sweep saw this permit and kept
+// the key, or the word reads retired here, and the caller gives the permit
+// back and looks again. Pinning the key instead would write the key's slot
+// on every call, the line lookups only read; this costs one load of a line
+// already in cache. A rebuild also retires words (it moves the key, limiter
+// and all): kept checks, under the lock, whether the key still has l.
+func (m *Map[L]) acquire(key string, acq func(L) (sluice.Permit, error)) (sluice.Permit, error) {
+	for {
+		l, w, err := m.lookup(key, clock.Nanos())
+		if err != nil {
+			return sluice.Permit{}, err
+		}
+		p, err := acq(l)
+		if w != nil && w.Load() == retired && !m.kept(key, l) {
+			if err == nil {
+				p.Cancel() // the work has not run: as if never admitted
+			}
+			continue
+		}
+		m.t.count(err)
+		return p, err
 	}
-	p, err := l.TryAcquire()
-	m.t.count(err)
-	return p, err
+}
+
+// kept reports whether key's limiter is still l, under the shard's lock, so
+// that no sweep can evict it before the caller's permit makes it busy. A
+// limiter whose type cannot be compared counts as not kept: the caller
+// only retries.
+func (m *Map[L]) kept(key string, l L) bool {
+	h := m.t.hash(key)
+	s := m.t.shardOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	x := s.load()
+	i := x.find(h)
+	if i < 0 {
+		return false
+	}
+	a, b := any(l), any(x.slots[i].v)
+	t := reflect.TypeOf(a)
+	return t != nil && t.Comparable() && a == b
 }
 
 // For returns key's limiter as a sluice.Limiter, for composition with

@@ -165,20 +165,15 @@ func (s *shard[V]) rebuild(n int, base int64, move func(int64) int64) *index[V] 
 	return x
 }
 
-// evict retires the key in slot e of the current index if its word is still
-// w, and reports whether it did: a reader that updated the word meanwhile
-// keeps the key. The caller holds the lock.
-func (s *shard[V]) evict(e *slot[V], w int64) bool {
-	if !e.last.CompareAndSwap(w, retired) {
-		return false
-	}
+// retire counts the key whose word the caller just retired as evicted,
+// shrinking the index if few keys are left. The caller holds the lock.
+func (s *shard[V]) retire() {
 	s.n--
 	s.dead++
 	s.evicted.Add(1)
 	if x := s.load(); len(x.slots) > minSlots && 8*int(s.n) < len(x.slots) {
 		s.rebuild(len(x.slots)/2, x.base, nil)
 	}
-	return true
 }
 
 // sweep looks at up to budget slots from the hand and evicts the keys that
@@ -197,9 +192,20 @@ func (s *shard[V]) sweep(now int64, budget int, stale func(last, now int64) bool
 			continue
 		}
 		w := e.last.Load()
-		if w != retired && stale(w, now) && (busy == nil || !busy(e.v)) && s.evict(e, w) {
-			evicted++
+		if w == retired || !stale(w, now) || !e.last.CompareAndSwap(w, retired) {
+			continue // a reader that updated the word meanwhile keeps the key
 		}
+		// Retired first, busy second: a Map caller that acquired from
+		// e.v before this look is seen busy, and one that acquires after
+		// it sees the word retired (see Map.Acquire), so no permit of an
+		// evicted limiter is kept. Undone if busy; readers that saw the
+		// word retired meanwhile look again under the lock, held here.
+		if busy != nil && busy(e.v) {
+			e.last.Store(w)
+			continue
+		}
+		s.retire()
+		evicted++
 	}
 	return evicted
 }
