@@ -41,7 +41,7 @@ func TestGiveNeverCreditsAnotherKey(t *testing.T) {
 	x.slots[i].last.Store(retired) // a is evicted
 	s.retire()
 	b.t.live.Add(-1)
-	x = s.rebuild(len(x.slots), x.base, nil) // drops a's tombstone
+	s.rebuild(len(x.slots), x.base, nil) // drops a's tombstone
 	if !b.t.reserve(s, u) {
 		s.mu.Unlock()
 		t.Fatal("no room for b")
