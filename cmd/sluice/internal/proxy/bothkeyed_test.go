@@ -13,14 +13,7 @@ import (
 // request the key's concurrency limit refuses does not spend the key's
 // token, and one over the key's rate takes no slot.
 func TestPerKeyBothAllOrNothing(t *testing.T) {
-	hold := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			entered <- struct{}{}
-			<-hold
-		}
-	})
+	up, entered, hold := holdOnPath(t)
 	p := start(t, `
 routes:
   - name: api

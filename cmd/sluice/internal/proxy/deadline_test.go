@@ -92,14 +92,7 @@ func TestDeadlineHeaderDropsLateRequests(t *testing.T) {
 // A client's deadline bounds its wait for admission: it is refused at its
 // deadline, not at the policy's max_wait (30 s here).
 func TestDeadlineHeaderBoundsTheWait(t *testing.T) {
-	hold := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			entered <- struct{}{}
-			<-hold
-		}
-	})
+	up, entered, hold := holdOnPath(t)
 	p := start(t, `
 routes:
   - {name: api, upstream: UPSTREAM, policy: one, deadline_header: X-Timeout}

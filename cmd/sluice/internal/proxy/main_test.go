@@ -78,6 +78,22 @@ func upstream(t *testing.T, h http.HandlerFunc) string {
 	return "http://" + ln.Addr().String()
 }
 
+// holdOnPath is an upstream whose requests to /hold signal entered
+// and then wait until the test closes hold (before the cleanup closes the
+// server, which waits for its handlers).
+func holdOnPath(t *testing.T) (url string, entered <-chan struct{}, hold chan struct{}) {
+	t.Helper()
+	hold = make(chan struct{})
+	in := make(chan struct{}, 1)
+	url = upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			in <- struct{}{}
+			<-hold
+		}
+	})
+	return url, in, hold
+}
+
 // client is an HTTP client of its own, whose idle connections the test's
 // cleanup closes (goleak).
 func client(t *testing.T) *http.Client {

@@ -356,14 +356,7 @@ policies:
 // Several limits at once are all or nothing: a request refused by the
 // concurrency limit does not spend a token.
 func TestAllOrNothing(t *testing.T) {
-	hold := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			entered <- struct{}{}
-			<-hold
-		}
-	})
+	up, entered, hold := holdOnPath(t)
 	p := start(t, `
 routes:
   - name: api
