@@ -378,7 +378,7 @@ func (e *engine) answer(id int32, r *request, c int) {
 		}
 		if r.clientOK {
 			o = sluice.Success
-			e.m.success(e.now, e.now-r.sent)
+			e.m.success(e.now, e.now-r.sent, e.now-r.admitted)
 			if r.sent >= int64(e.sc.Warmup) {
 				e.bySend++
 			}

@@ -51,6 +51,7 @@ type metrics struct {
 	warmup   int64
 	cur, tot tally
 	curLat   *hdrhistogram.Histogram // successes in the current interval
+	curAdm   *hdrhistogram.Histogram // the same, from their admission
 	lat      *hdrhistogram.Histogram // successes, measured window
 	rejLat   *hdrhistogram.Histogram // rejections, measured window
 	wait     *hdrhistogram.Histogram // admission waits, measured window
@@ -79,7 +80,7 @@ type metrics struct {
 func newMetrics(warmup int64, npoints int) metrics {
 	return metrics{
 		warmup: warmup,
-		curLat: newHist(), lat: newHist(), rejLat: newHist(), wait: newHist(),
+		curLat: newHist(), curAdm: newHist(), lat: newHist(), rejLat: newHist(), wait: newHist(),
 		points: make([]Point, 0, npoints),
 	}
 }
@@ -91,9 +92,12 @@ func (m *metrics) inc(now int64, c int) {
 	}
 }
 
-func (m *metrics) success(now, latency int64) {
+// success notes a success latency after it was sent, served after the
+// policy admitted it.
+func (m *metrics) success(now, latency, served int64) {
 	m.inc(now, cSuccess)
 	record(m.curLat, latency)
+	record(m.curAdm, served)
 	if now >= m.warmup {
 		record(m.lat, latency)
 		m.latSum += float64(latency)
@@ -172,6 +176,8 @@ func (m *metrics) tick(now int64) *Point {
 		p.P50 = time.Duration(m.curLat.ValueAtQuantile(50)) * time.Microsecond
 		p.P99 = time.Duration(m.curLat.ValueAtQuantile(99)) * time.Microsecond
 		m.curLat.Reset()
+		p.AdmittedP50 = time.Duration(m.curAdm.ValueAtQuantile(50)) * time.Microsecond
+		m.curAdm.Reset()
 	}
 	*c = tally{}
 	m.lastTick = now

@@ -116,17 +116,21 @@ type Point struct {
 	Rejects    float64       `json:"rejects"`    // policy rejections + origin refusals per second
 	// RejectsBy is the policy's rejections per second by reason (the
 	// labels of Summary.Rejects); nil when there were none.
-	RejectsBy  map[string]float64 `json:"rejects_by,omitempty"`
-	Timeouts   float64            `json:"timeouts"` // client give-ups per second
-	Capacity   float64            `json:"capacity"` // origin capacity, time-averaged over the interval
-	Demand     float64            `json:"demand"`   // first attempts due per second, sent or not
-	P50        time.Duration      `json:"p50"`      // successes' latency in the interval
-	P99        time.Duration      `json:"p99"`
-	Limit      float64            `json:"limit"`        // the policy's limit at T (0: none)
-	InFlight   int                `json:"in_flight"`    // admitted, not yet released, at T
-	Queued     int                `json:"queued"`       // waiting in the policy at T
-	OriginBusy int                `json:"origin_busy"`  // origin workers busy at T
-	OriginQ    int                `json:"origin_queue"` // origin queue length at T
+	RejectsBy map[string]float64 `json:"rejects_by,omitempty"`
+	Timeouts  float64            `json:"timeouts"` // client give-ups per second
+	Capacity  float64            `json:"capacity"` // origin capacity, time-averaged over the interval
+	Demand    float64            `json:"demand"`   // first attempts due per second, sent or not
+	P50       time.Duration      `json:"p50"`      // successes' latency in the interval
+	P99       time.Duration      `json:"p99"`
+	// AdmittedP50 is the successes' median latency from their admission
+	// (the policy's grant) to the answer: the origin's queue and service,
+	// without the wait in the policy's queue that P50 includes.
+	AdmittedP50 time.Duration `json:"admitted_p50"`
+	Limit       float64       `json:"limit"`        // the policy's limit at T (0: none)
+	InFlight    int           `json:"in_flight"`    // admitted, not yet released, at T
+	Queued      int           `json:"queued"`       // waiting in the policy at T
+	OriginBusy  int           `json:"origin_busy"`  // origin workers busy at T
+	OriginQ     int           `json:"origin_queue"` // origin queue length at T
 }
 
 // SucceededWithin returns how many successful responses in the measured
