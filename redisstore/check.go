@@ -16,7 +16,7 @@ import (
 // EVAL, EVALSHA or SCRIPT is disabled or renamed.
 var ErrScript = errors.New("redisstore: Redis refused the limiter scripts (needs Redis >= 5.0 with EVAL, EVALSHA and SCRIPT)")
 
-var allScripts = []*redis.Script{gcraScript, refundScript, acquireScript, renewScript, releaseScript, heartbeatScript}
+var allScripts = []*redis.Script{gcraScript, gcraBatchScript, refundScript, acquireScript, renewScript, releaseScript, heartbeatScript}
 
 // Check loads the limiters' scripts into Redis (every master of a Cluster)
 // and runs one decision on a scratch key, so that a server that cannot run

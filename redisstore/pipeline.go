@@ -203,10 +203,11 @@ type pipe struct {
 
 // send runs one round trip for batch. A call whose caller gave up is
 // skipped; one too late to get an answer in time is failed unsent. The
-// decisions (gcraScript) go in one script call when the client is a
-// single node (until Redis refuses one with CROSSSLOT); the other calls, or all of them on a Cluster, as one
-// EVALSHA each in a pipeline. A NOSCRIPT answer (a restarted or flushed
-// Redis forgot the script) is retried with Run, which loads it.
+// decisions (gcraScript) go in one gcraBatchScript call when the client
+// is a single node (until Redis refuses one with CROSSSLOT); the other
+// calls, or all of them on a Cluster, as one EVALSHA each in a pipeline.
+// A NOSCRIPT answer (a restarted or flushed Redis forgot the script) is
+// retried with Run, which loads it.
 //
 // The round trip's deadline is the latest giveUp of its calls, not the
 // earliest: a call about to give up would otherwise cut short the socket
@@ -263,7 +264,7 @@ func (s *Store) send(p *pipe, batch []*call) {
 	}
 	var mergedCmd *redis.Cmd
 	if len(p.merged) > 1 {
-		mergedCmd = gcraScript.EvalSha(p.ctx, pl, p.keys, p.args...)
+		mergedCmd = gcraBatchScript.EvalSha(p.ctx, pl, p.keys, p.args...)
 	}
 	for _, c := range p.live {
 		if mergedCmd != nil && c.script == gcraScript {
@@ -287,7 +288,7 @@ func (s *Store) send(p *pipe, batch []*call) {
 	if mergedCmd != nil {
 		v, err := mergedCmd.Result()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = gcraScript.Run(p.ctx, s.client, p.keys, p.args...).Result()
+			v, err = gcraBatchScript.Run(p.ctx, s.client, p.keys, p.args...).Result()
 		}
 		if err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {
 			// A Cluster node or a proxy behind a single address: the
@@ -336,13 +337,12 @@ func (s *Store) sendEach(ctx context.Context, calls []*call) {
 }
 
 // run runs one call on its own (one round trip, EVALSHA, or EVAL if Redis
-// does not know the script). A decision's reply with one key is flat: the
-// decision itself, or Redis's error.
+// does not know the script).
 func (s *Store) run(ctx context.Context, c *call) (any, error) {
 	return c.script.Run(ctx, s.client, c.keys, c.args...).Result()
 }
 
-// splitReply checks that a merged decision call answered an array of n
+// splitReply checks that a gcraBatchScript call answered an array of n
 // elements, one per decision. Any other reply is ErrReply, never a panic.
 func splitReply(v any, n int) ([]any, error) {
 	arr, ok := v.([]any)
