@@ -288,11 +288,12 @@ func (s *Store) do(c *call) (any, error) {
 		// sends all it finds queued in one round trip.
 		s.roundTrips.Add(1)
 		trip = s.tripIDs.Add(1)
-		c.ctx.arm(s.at(s.giveUp(c)))
+		g := s.giveUp(c)
+		c.ctx.arm(s.at(g), time.Duration(g-t0))
 		r.val, r.err = s.run(c.ctx, c)
 		reuse = c.ctx.disarm()
 	} else {
-		r, reuse = s.pipelined(c)
+		r, reuse = s.pipelined(c, t0)
 		trip = c.trip.Load()
 		if r.err == errUnsent || r.err == ErrClosed && c.state.Load() != callTaken {
 			trip = 0
