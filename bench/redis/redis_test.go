@@ -7,9 +7,11 @@
 // Each benchmark reports decisions/s and p99-µs (the 99th percentile of
 // one decision as its caller saw it) next to ns/op, and the CPU each
 // decision cost the benchmark process and the redis-server
-// (client-cpu-µs/op, server-cpu-µs/op; see CPU), and sluice's
-// calls/roundtrip. -redis.pipelines and -redis.window set the store's
-// Pipelines and BatchWindow, to compare them.
+// (client-cpu-µs/op, server-cpu-µs/op; see CPU), the part of the
+// server's that Redis counts as running the script (script-µs/op, INFO
+// commandstats), and sluice's calls/roundtrip. -redis.pipelines and
+// -redis.window set the store's Pipelines and BatchWindow, to compare
+// them.
 package redis
 
 import (
@@ -67,6 +69,7 @@ func run(b *testing.B, callers int, decide func(caller int) error) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer cpu.Close()
 	c0, err := cpu.Now()
 	if err != nil {
 		b.Fatal(err)
@@ -99,6 +102,7 @@ func run(b *testing.B, callers int, decide func(caller int) error) {
 	used := c1.Sub(c0)
 	b.ReportMetric(float64(used.Client.Nanoseconds())/1e3/float64(b.N), "client-cpu-µs/op")
 	b.ReportMetric(float64(used.Server.Nanoseconds())/1e3/float64(b.N), "server-cpu-µs/op")
+	b.ReportMetric(float64(used.Script.Nanoseconds())/1e3/float64(b.N), "script-µs/op")
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	b.ReportMetric(float64(b.N)/el.Seconds(), "decisions/s")
