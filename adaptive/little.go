@@ -116,8 +116,9 @@ type LittleConfig struct {
 //     half the workers went, what starts at knownAt/2 in flight queues;
 //   - successes that started with at most knownAt/2 in flight cannot have
 //     queued (unless half the workers went): their pooled mean (once 256
-//     of them give a standard error within 5%, or 2048 do, or 256 over 16
-//     no-load latencies) moves noLoad half way to it, or all the way when
+//     of them give a standard error within 5%, or 2048 do: fewer, from a
+//     tail-heavy service, put noLoad 8% off, and the limit and the
+//     latency with it) moves noLoad half way to it, or all the way when
 //     it is beyond (1 + Headroom) × noLoad by two standard errors: the
 //     service itself slowed. Nothing is thrown out of the pool for being
 //     slow: a pool that drops its slow windows learns a noLoad below the
@@ -180,14 +181,13 @@ type Little struct {
 	// such a service may close with fewer.
 	constant bool
 
-	win       littleWindow
-	known     stat      // successes at <= knownAt/2 in flight, pooled
-	knownFrom time.Time // when known started pooling
-	above     stat      // successes just above knownAt, pooled
-	faster    int       // windows in a row faster than noLoad allows
-	fastSum   stat      // their latencies
-	rush      int       // windows in a row in which the limit held demand back
-	rushed    int       // windows left in which a cut is not checked
+	win     littleWindow
+	known   stat // successes at <= knownAt/2 in flight, pooled
+	above   stat // successes just above knownAt, pooled
+	faster  int  // windows in a row faster than noLoad allows
+	fastSum stat // their latencies
+	rush    int  // windows in a row in which the limit held demand back
+	rushed  int  // windows left in which a cut is not checked
 }
 
 // NewLittle returns a Little limit, or an error naming the invalid field.
@@ -452,12 +452,8 @@ func (l *Little) learn(now time.Time, win, known stat) {
 		return
 	}
 	l.faster, l.fastSum = 0, stat{}
-	if l.known.n == 0 {
-		l.knownFrom = now
-	}
 	l.known.merge(known)
-	long := now.Sub(l.knownFrom) >= 16*time.Duration(l.noLoad)
-	if l.known.firm(littleKnown, littleKnownMax) || long && l.known.n >= littleKnown {
+	if l.known.firm(littleKnown, littleKnownMax) {
 		m := l.known.mean()
 		if m-2*l.known.se() > l.noLoad*(1+l.headroom) {
 			l.noLoad = m // slower where nothing queued: the service slowed
