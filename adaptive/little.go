@@ -75,13 +75,14 @@ type LittleConfig struct {
 // ten of a window's successes left requests waiting for a permit, the in
 // flight is below knownAt (a concurrency that ran at noLoad) and the
 // latency is below (1 + Headroom/2) × noLoad by a standard error, the
-// limit, not the service, held them back. From the third such window in a
-// row the limit grows undamped, by (1 + Headroom)^k in the k-th (k at
-// most 4), until a window shows a queue; the cut that follows is not
-// taken for a slower service (see checkCut), as the queue the growth let
-// in is still at the service. Fewer windows in a row come now and then
-// from a limit at the service's concurrency, whose latency reads low by
-// the noise. Without a queue, Waiting is 0 and only the latency counts.
+// limit, not the service, held them back, and it grows undamped, by
+// (1 + Headroom)^k in the k-th such window in a row (k at most 4), until a
+// window shows a queue; the cut that follows is not taken for a slower
+// service (see checkCut), as the queue the growth let in is still at the
+// service. Such a window comes now and then from a limit at the service's
+// concurrency, whose latency reads low by the noise: one step of
+// (1 + Headroom) from there is where the limit aims anyway, and knownAt
+// bounds it. Without a queue, Waiting is 0 and only the latency counts.
 //
 // An unused limit (in flight never reached it) does not move. A window in
 // which more than a tenth of the samples were Dropped multiplies it by
@@ -100,9 +101,13 @@ type LittleConfig struct {
 //   - the first estimate is the mean of a window of at least 256
 //     successes with a standard error within 5% (or 512), that lasted four
 //     mean latencies. If the limit held the traffic back during it (its
-//     mean in flight was 0.9 of the limit, or 0.8 with the limit reached),
+//     mean in flight was 0.9 of the limit, or 0.8 with the limit reached
+//     and, behind a queue, half the successes leaving requests waiting),
 //     it may carry a queue the initial limit let in: the limit halves, and
-//     goes on halving while the latency falls with it;
+//     goes on halving while the latency falls with it. The first halving
+//     after which it does not fall says the limit before it let in no
+//     queue worth the name: the limit goes back there, so that learning
+//     sheds nothing the service has room for;
 //   - knownAt is a concurrency at which latency is known to be noLoad; it
 //     starts at the first window's, and rises by an eighth when firm
 //     evidence from just above it is within Headroom/2 of noLoad, never
@@ -286,8 +291,15 @@ func (l *Little) close(now time.Time) {
 	if l.noLoad == 0 {
 		l.noLoad, l.last = latency, latency
 		l.knownAt = min(inFlight, l.limit/(1+l.headroom))
-		if inFlight >= 0.9*l.limit || inFlight >= 0.8*l.limit && float64(w.maxInFlight) >= l.limit {
-			l.probe(latency) // saturated from the start
+		// Saturated from the start: the latency may carry a queue. Nearly
+		// always at the limit, or often there when the limit has no
+		// queue to tell; with one, most requests must have left some
+		// waiting for a permit (a limit that holds back a queue leaves
+		// 75-93% in the scenarios, one that demand only touches on its
+		// noise 15-29%).
+		held := w.waited == 0 || w.waited > w.lat.n/2
+		if inFlight >= 0.9*l.limit || inFlight >= 0.8*l.limit && float64(w.maxInFlight) >= l.limit && held {
+			l.probe(latency)
 		}
 		return
 	}
@@ -298,7 +310,12 @@ func (l *Little) close(now time.Time) {
 		case latency < l.last*l.limit/l.probeFrom*(1+l.headroom):
 			l.probe(latency) // it fell with the limit: still a queue
 		default:
-			l.noLoad, l.last, l.probeFrom = min(l.noLoad, latency), latency, 0
+			// It did not fall: the limit before this halving let in no
+			// queue worth the name, and holding this one would shed what
+			// the service has room for. Back to it; the latency decides
+			// from there.
+			l.noLoad, l.last = min(l.noLoad, latency), latency
+			l.limit, l.probeFrom = l.probeFrom, 0
 		}
 		return
 	}
