@@ -48,7 +48,7 @@ var barSeeds = []uint64{1, 2, 3, 4, 5}
 // barPolicies are the policies compared, for an origin of workers workers.
 func barPolicies(workers int) []sim.Policy {
 	q := func(name string, alg sim.AlgorithmKind) sim.Policy {
-		return sim.AdaptivePolicy{Name: name, Algorithm: alg, Queue: 50, Discipline: concurrency.LIFO}
+		return sim.AdaptivePolicy{Name: name, Algorithm: alg, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO}}
 	}
 	return []sim.Policy{
 		q("little", sim.Little),
@@ -56,16 +56,16 @@ func barPolicies(workers int) []sim.Policy {
 		// rejection then takes that long at most, not the client's
 		// deadline, at a point or two of goodput when the load is at
 		// capacity (a waiter that would have been served in a lull).
-		sim.AdaptivePolicy{Name: "little+wait4", Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4},
+		sim.AdaptivePolicy{Name: "little+wait4", QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4}},
 		q("gradient2", sim.Gradient2),
 		q("aimd", sim.AIMD),
 		q("vegas", sim.Vegas),
-		sim.ConcurrencyPolicy{Name: "static+codel", Limit: workers, Queue: 50, Discipline: concurrency.CoDel},
+		sim.ConcurrencyPolicy{Name: "static+codel", Limit: workers, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.CoDel}},
 		// The oracle: the origin's workers, known in advance, behind the
 		// same LIFO queue as the adaptive limits. No limit learned from
 		// samples does better on these figures; where it misses a bar,
 		// the bar cannot be met with this queue.
-		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, Queue: 50, Discipline: concurrency.LIFO},
+		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO}},
 	}
 }
 
