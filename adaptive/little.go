@@ -79,7 +79,8 @@ type LittleConfig struct {
 // (1 + Headroom)^k in the k-th such window in a row (k at most 4), until a
 // window shows a queue; the cut that follows is not taken for a slower
 // service (see checkCut), as the queue the growth let in is still at the
-// service. Such a window comes now and then from a limit at the service's
+// service. After the first, such a window closes as soon as 64 successes
+// show it (see held). Such a window comes now and then from a limit at the service's
 // concurrency, whose latency reads low by the noise: one step of
 // (1 + Headroom) from there is where the limit aims anyway, and knownAt
 // bounds it. Without a queue, Waiting is 0 and only the latency counts.
@@ -250,7 +251,7 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		}
 	}
 	w.maxInFlight = max(w.maxInFlight, s.InFlight)
-	if !w.done(now) {
+	if !w.done(now) && !l.held(now) {
 		return int(l.limit)
 	}
 	if l.noLoad == 0 && !w.overloaded() &&
@@ -270,6 +271,23 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	}
 	*w = littleWindow{start: now, length: length, constant: l.constant}
 	return int(l.limit)
+}
+
+// held reports whether the open window, once the last one grew the limit
+// because it held demand back (see Little), already shows the same at
+// now, from 64 successes: nine in ten of them leaving requests waiting, at
+// fewer in flight than knownAt and a latency below (1 + Headroom/2) ×
+// noLoad by a standard error. It closes the window then: while the queue
+// overflows, each full window sheds what it cannot hold. Not the first
+// such window: at the service's concurrency, 64 successes read low by
+// their noise often enough to hold 1.27 × the workers on slow-ramp.
+func (l *Little) held(now time.Time) bool {
+	w := &l.win
+	if l.rush == 0 || l.noLoad == 0 || l.probeFrom > 0 || l.cutFrom > 0 || w.lat.n < littleWindowMin || now.Sub(w.start) < w.length {
+		return false
+	}
+	return w.waited > littleWaited*w.lat.n && w.inFlight/w.lat.n < l.knownAt &&
+		w.lat.mean()+w.lat.se() < l.noLoad*(1+l.headroom/2)
 }
 
 // close acts on the window that just closed.
