@@ -64,8 +64,9 @@
 //     (envoyproxy/envoy#8337), and only from load at which it is known to
 //     hold, so it does not drift up with the queue the limit itself lets
 //     in (Netflix/concurrency-limits #165, PR #134). (Little halves its
-//     limit once if it starts saturated, and goes on while that lowers
-//     the latency.)
+//     limit once if it starts saturated, goes on while that lowers the
+//     latency, and puts the limit back where the last halving showed no
+//     queue.)
 //   - Vegas, Gradient2 and Little move once per round trip or window, on
 //     its mean latency, as TCP does; every sample of a round trip
 //     reflects the same limit.

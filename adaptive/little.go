@@ -75,13 +75,15 @@ type LittleConfig struct {
 // ten of a window's successes left requests waiting for a permit, the in
 // flight is below knownAt (a concurrency that ran at noLoad) and the
 // latency is below (1 + Headroom/2) × noLoad by a standard error, the
-// limit, not the service, held them back. From the third such window in a
-// row the limit grows undamped, by (1 + Headroom)^k in the k-th (k at
-// most 4), until a window shows a queue; the cut that follows is not
-// taken for a slower service (see checkCut), as the queue the growth let
-// in is still at the service. Fewer windows in a row come now and then
-// from a limit at the service's concurrency, whose latency reads low by
-// the noise. Without a queue, Waiting is 0 and only the latency counts.
+// limit, not the service, held them back, and it grows undamped, by
+// (1 + Headroom)^k in the k-th such window in a row (k at most 4), until a
+// window shows a queue; the cut that follows is not taken for a slower
+// service (see checkCut), as the queue the growth let in is still at the
+// service. After the first, such a window closes as soon as 64 successes
+// show it (see held). Such a window comes now and then from a limit at the service's
+// concurrency, whose latency reads low by the noise: one step of
+// (1 + Headroom) from there is where the limit aims anyway, and knownAt
+// bounds it. Without a queue, Waiting is 0 and only the latency counts.
 //
 // An unused limit (in flight never reached it) does not move. A window in
 // which more than a tenth of the samples were Dropped multiplies it by
@@ -100,9 +102,13 @@ type LittleConfig struct {
 //   - the first estimate is the mean of a window of at least 256
 //     successes with a standard error within 5% (or 512), that lasted four
 //     mean latencies. If the limit held the traffic back during it (its
-//     mean in flight was 0.9 of the limit, or 0.8 with the limit reached),
+//     mean in flight was 0.9 of the limit, or 0.8 with the limit reached
+//     and, behind a queue, half the successes leaving requests waiting),
 //     it may carry a queue the initial limit let in: the limit halves, and
-//     goes on halving while the latency falls with it;
+//     goes on halving while the latency falls with it. The first halving
+//     after which it does not fall says the limit before it let in no
+//     queue worth the name: the limit goes back there, so that learning
+//     sheds nothing the service has room for;
 //   - knownAt is a concurrency at which latency is known to be noLoad; it
 //     starts at the first window's, and rises by an eighth when firm
 //     evidence from just above it is within Headroom/2 of noLoad, never
@@ -111,8 +117,9 @@ type LittleConfig struct {
 //     half the workers went, what starts at knownAt/2 in flight queues;
 //   - successes that started with at most knownAt/2 in flight cannot have
 //     queued (unless half the workers went): their pooled mean (once 256
-//     of them give a standard error within 5%, or 2048 do, or 256 over 16
-//     no-load latencies) moves noLoad half way to it, or all the way when
+//     of them give a standard error within 5%, or 2048 do: fewer, from a
+//     tail-heavy service, put noLoad 8% off, and the limit and the
+//     latency with it) moves noLoad half way to it, or all the way when
 //     it is beyond (1 + Headroom) × noLoad by two standard errors: the
 //     service itself slowed. Nothing is thrown out of the pool for being
 //     slow: a pool that drops its slow windows learns a noLoad below the
@@ -175,14 +182,13 @@ type Little struct {
 	// such a service may close with fewer.
 	constant bool
 
-	win       littleWindow
-	known     stat      // successes at <= knownAt/2 in flight, pooled
-	knownFrom time.Time // when known started pooling
-	above     stat      // successes just above knownAt, pooled
-	faster    int       // windows in a row faster than noLoad allows
-	fastSum   stat      // their latencies
-	rush      int       // windows in a row in which the limit held demand back
-	rushed    int       // windows left in which a cut is not checked
+	win     littleWindow
+	known   stat // successes at <= knownAt/2 in flight, pooled
+	above   stat // successes just above knownAt, pooled
+	faster  int  // windows in a row faster than noLoad allows
+	fastSum stat // their latencies
+	rush    int  // windows in a row in which the limit held demand back
+	rushed  int  // windows left in which a cut is not checked
 }
 
 // NewLittle returns a Little limit, or an error naming the invalid field.
@@ -245,7 +251,7 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		}
 	}
 	w.maxInFlight = max(w.maxInFlight, s.InFlight)
-	if !w.done(now) {
+	if !w.done(now) && !l.held(now) {
 		return int(l.limit)
 	}
 	if l.noLoad == 0 && !w.overloaded() &&
@@ -267,6 +273,23 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	return int(l.limit)
 }
 
+// held reports whether the open window, once the last one grew the limit
+// because it held demand back (see Little), already shows the same at
+// now, from 64 successes: nine in ten of them leaving requests waiting, at
+// fewer in flight than knownAt and a latency below (1 + Headroom/2) ×
+// noLoad by a standard error. It closes the window then: while the queue
+// overflows, each full window sheds what it cannot hold. Not the first
+// such window: at the service's concurrency, 64 successes read low by
+// their noise often enough to hold 1.27 × the workers on slow-ramp.
+func (l *Little) held(now time.Time) bool {
+	w := &l.win
+	if l.rush == 0 || l.noLoad == 0 || l.probeFrom > 0 || l.cutFrom > 0 || w.lat.n < littleWindowMin || now.Sub(w.start) < w.length {
+		return false
+	}
+	return w.waited > littleWaited*w.lat.n && w.inFlight/w.lat.n < l.knownAt &&
+		w.lat.mean()+w.lat.se() < l.noLoad*(1+l.headroom/2)
+}
+
 // close acts on the window that just closed.
 func (l *Little) close(now time.Time) {
 	w := &l.win
@@ -286,8 +309,15 @@ func (l *Little) close(now time.Time) {
 	if l.noLoad == 0 {
 		l.noLoad, l.last = latency, latency
 		l.knownAt = min(inFlight, l.limit/(1+l.headroom))
-		if inFlight >= 0.9*l.limit || inFlight >= 0.8*l.limit && float64(w.maxInFlight) >= l.limit {
-			l.probe(latency) // saturated from the start
+		// Saturated from the start: the latency may carry a queue. Nearly
+		// always at the limit, or often there when the limit has no
+		// queue to tell; with one, most requests must have left some
+		// waiting for a permit (a limit that holds back a queue leaves
+		// 75-93% in the scenarios, one that demand only touches on its
+		// noise 15-29%).
+		held := w.waited == 0 || w.waited > w.lat.n/2
+		if inFlight >= 0.9*l.limit || inFlight >= 0.8*l.limit && float64(w.maxInFlight) >= l.limit && held {
+			l.probe(latency)
 		}
 		return
 	}
@@ -298,7 +328,12 @@ func (l *Little) close(now time.Time) {
 		case latency < l.last*l.limit/l.probeFrom*(1+l.headroom):
 			l.probe(latency) // it fell with the limit: still a queue
 		default:
-			l.noLoad, l.last, l.probeFrom = min(l.noLoad, latency), latency, 0
+			// It did not fall: the limit before this halving let in no
+			// queue worth the name, and holding this one would shed what
+			// the service has room for. Back to it; the latency decides
+			// from there.
+			l.noLoad, l.last = min(l.noLoad, latency), latency
+			l.limit, l.probeFrom = l.probeFrom, 0
 		}
 		return
 	}
@@ -435,12 +470,8 @@ func (l *Little) learn(now time.Time, win, known stat) {
 		return
 	}
 	l.faster, l.fastSum = 0, stat{}
-	if l.known.n == 0 {
-		l.knownFrom = now
-	}
 	l.known.merge(known)
-	long := now.Sub(l.knownFrom) >= 16*time.Duration(l.noLoad)
-	if l.known.firm(littleKnown, littleKnownMax) || long && l.known.n >= littleKnown {
+	if l.known.firm(littleKnown, littleKnownMax) {
 		m := l.known.mean()
 		if m-2*l.known.se() > l.noLoad*(1+l.headroom) {
 			l.noLoad = m // slower where nothing queued: the service slowed

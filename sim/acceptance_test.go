@@ -62,8 +62,8 @@ func seed003(policies ...Policy) Scenario {
 // before each (see adaptive.AIMD).
 var seed003Adaptive = AdaptivePolicy{
 	Name: "adaptive", Algorithm: AIMD, Limit: 5,
-	Queue: 1, Discipline: concurrency.LIFO, MaxWait: 500 * ms,
-	AIMD: adaptive.AIMDConfig{Interval: 3 * time.Second, Backoff: 0.9},
+	QueueConfig: QueueConfig{Queue: 1, Discipline: concurrency.LIFO, MaxWait: 500 * ms},
+	AIMD:        adaptive.AIMDConfig{Interval: 3 * time.Second, Backoff: 0.9},
 }
 
 // mean averages f over the points with T in (from, to], 0 if there are none.
@@ -174,8 +174,7 @@ func TestAcceptanceSeed003Recovery(t *testing.T) {
 // arrival sequences (it gets within 5%), and serve what is offered once
 // the origin is restored.
 func TestAcceptanceSeed003PoissonArrivals(t *testing.T) {
-	static7 := ConcurrencyPolicy{Name: "static-7", Limit: 7,
-		Queue: seed003Adaptive.Queue, Discipline: seed003Adaptive.Discipline, MaxWait: seed003Adaptive.MaxWait}
+	static7 := ConcurrencyPolicy{Name: "static-7", Limit: 7, QueueConfig: seed003Adaptive.QueueConfig}
 	for seed := uint64(1); seed <= 6; seed++ {
 		sc := seed003(seed003Adaptive, static7)
 		sc.Load.Arrivals, sc.Seed = PoissonArrivals, seed
@@ -218,8 +217,8 @@ func overload(k float64, policies ...Policy) Scenario {
 
 func TestAcceptanceOverloadSweep(t *testing.T) {
 	good := []Policy{
-		ConcurrencyPolicy{Name: "codel", Limit: 16, Queue: Unbounded, Discipline: concurrency.CoDel},
-		ConcurrencyPolicy{Name: "adaptive-lifo", Limit: 16, Queue: Unbounded, Discipline: concurrency.AdaptiveLIFO},
+		ConcurrencyPolicy{Name: "codel", Limit: 16, QueueConfig: QueueConfig{Queue: Unbounded, Discipline: concurrency.CoDel}},
+		ConcurrencyPolicy{Name: "adaptive-lifo", Limit: 16, QueueConfig: QueueConfig{Queue: Unbounded, Discipline: concurrency.AdaptiveLIFO}},
 		AdaptivePolicy{Name: "gradient2", Algorithm: Gradient2},
 		AdaptivePolicy{Name: "aimd", Algorithm: AIMD},
 	}
@@ -277,9 +276,9 @@ func TestAcceptanceSeed001Bursts(t *testing.T) {
 	// the next burst's first requests find the standing queue, and `sluice
 	// lab` measured CoDel 173-205 against LIFO 282 and FIFO 105.)
 	pols := []Policy{
-		ConcurrencyPolicy{Name: "fifo", Limit: 50, Queue: 200},
-		ConcurrencyPolicy{Name: "lifo", Limit: 50, Queue: 200, Discipline: concurrency.LIFO},
-		ConcurrencyPolicy{Name: "codel", Limit: 50, Queue: 200, Discipline: concurrency.CoDel, CoDelTarget: 100 * ms, CoDelInterval: time.Second},
+		ConcurrencyPolicy{Name: "fifo", Limit: 50, QueueConfig: QueueConfig{Queue: 200}},
+		ConcurrencyPolicy{Name: "lifo", Limit: 50, QueueConfig: QueueConfig{Queue: 200, Discipline: concurrency.LIFO}},
+		ConcurrencyPolicy{Name: "codel", Limit: 50, QueueConfig: QueueConfig{Queue: 200, Discipline: concurrency.CoDel, CoDelTarget: 100 * ms, CoDelInterval: time.Second}},
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		res, err := Run(seed001(seed, pols...))

@@ -15,7 +15,7 @@ func BenchmarkRun(b *testing.B) {
 		p    Policy
 	}{
 		{"policy=none", NonePolicy{}},
-		{"policy=codel", ConcurrencyPolicy{Limit: 16, Queue: Unbounded, Discipline: concurrency.CoDel}},
+		{"policy=codel", ConcurrencyPolicy{Limit: 16, QueueConfig: QueueConfig{Queue: Unbounded, Discipline: concurrency.CoDel}}},
 		{"policy=gradient2", AdaptivePolicy{Algorithm: Gradient2}},
 		{"policy=token-bucket", TokenBucketPolicy{Rate: 1600, Burst: 16}},
 	} {

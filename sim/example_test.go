@@ -65,8 +65,8 @@ func ExamplePolicyResult_AdmittedWithin() {
 		Origin: sim.Origin{Workers: 1000, Service: sim.Dist{Kind: sim.Exponential, Mean: 500 * time.Millisecond}},
 		Load:   sim.Load{Bursts: sim.Bursts{Size: 200, Every: 500 * time.Millisecond, Count: 5}},
 		Policies: []sim.Policy{
-			sim.ConcurrencyPolicy{Name: "fifo", Limit: 50, Queue: 200},
-			sim.ConcurrencyPolicy{Name: "lifo", Limit: 50, Queue: 200, Discipline: concurrency.LIFO},
+			sim.ConcurrencyPolicy{Name: "fifo", Limit: 50, QueueConfig: sim.QueueConfig{Queue: 200}},
+			sim.ConcurrencyPolicy{Name: "lifo", Limit: 50, QueueConfig: sim.QueueConfig{Queue: 200, Discipline: concurrency.LIFO}},
 		},
 	}
 	res, err := sim.Run(s)

@@ -56,9 +56,9 @@ func FuzzRun(f *testing.F) {
 		case None:
 			p = NonePolicy{}
 		case Concurrency:
-			p = ConcurrencyPolicy{Limit: limit, Queue: pqueue, MaxWait: wait, Discipline: concurrency.Discipline(int(disc) % 4)}
+			p = ConcurrencyPolicy{Limit: limit, QueueConfig: QueueConfig{Queue: pqueue, MaxWait: wait, Discipline: concurrency.Discipline(int(disc) % 4)}}
 		case Adaptive:
-			a := AdaptivePolicy{Limit: limit, Queue: pqueue, MaxWait: wait, Discipline: concurrency.Discipline(int(disc) % 4)}
+			a := AdaptivePolicy{Limit: limit, QueueConfig: QueueConfig{Queue: pqueue, MaxWait: wait, Discipline: concurrency.Discipline(int(disc) % 4)}}
 			if k == 5 {
 				a.Algorithm = []AlgorithmKind{AIMD, Vegas, Gradient2}[int(disc)%3]
 			}

@@ -14,9 +14,9 @@ import (
 func TestInvariants(t *testing.T) {
 	policies := []Policy{
 		NonePolicy{},
-		ConcurrencyPolicy{Limit: 8, Queue: 20, Discipline: concurrency.LIFO},
-		ConcurrencyPolicy{Limit: 8, Queue: Unbounded, Discipline: concurrency.AdaptiveLIFO, MaxWait: 30 * ms},
-		AdaptivePolicy{Algorithm: AIMD, Queue: 10},
+		ConcurrencyPolicy{Limit: 8, QueueConfig: QueueConfig{Queue: 20, Discipline: concurrency.LIFO}},
+		ConcurrencyPolicy{Limit: 8, QueueConfig: QueueConfig{Queue: Unbounded, Discipline: concurrency.AdaptiveLIFO, MaxWait: 30 * ms}},
+		AdaptivePolicy{Algorithm: AIMD, QueueConfig: QueueConfig{Queue: 10}},
 		TokenBucketPolicy{Rate: 300, Burst: 5, MaxWait: 20 * ms},
 		TickerPolicy{Rate: 300, Burst: 5, Queue: 50, MaxWait: 40 * ms},
 	}

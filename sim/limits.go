@@ -6,7 +6,7 @@ import "github.com/sluicehq/sluice/concurrency"
 // The lab builds a real concurrency.Limiter from it, so that the policy on
 // sockets is the one the simulator ran.
 func (p ConcurrencyPolicy) ConcurrencyConfig() (concurrency.Config, error) {
-	return p.queue().config(p.Limit), nil
+	return p.coreConfig(p.Limit), nil
 }
 
 // ConcurrencyConfig returns the concurrency.Config the policy runs with,
@@ -17,7 +17,7 @@ func (p AdaptivePolicy) ConcurrencyConfig() (concurrency.Config, error) {
 	if err != nil {
 		return concurrency.Config{}, err
 	}
-	cfg := p.queue().config(p.Limit)
+	cfg := p.coreConfig(p.Limit)
 	cfg.Algorithm = alg
 	return cfg, nil
 }

@@ -17,7 +17,7 @@ func TestMeansAndDemand(t *testing.T) {
 		Load:     Load{Bursts: Bursts{Size: 3, Count: 1}},
 		Policies: []Policy{
 			NonePolicy{Name: "origin-queue"},
-			ConcurrencyPolicy{Name: "policy-queue", Limit: 1, Queue: Unbounded},
+			ConcurrencyPolicy{Name: "policy-queue", Limit: 1, QueueConfig: QueueConfig{Queue: Unbounded}},
 		},
 	}
 	res, err := Run(s)

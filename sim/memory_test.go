@@ -19,7 +19,7 @@ func TestValidateRefusesQueueTooLargeForMemory(t *testing.T) {
 		Load:     Load{Rate: 1e8},
 	}
 	for range 5 {
-		s.Policies = append(s.Policies, ConcurrencyPolicy{Limit: 1, Queue: Unbounded})
+		s.Policies = append(s.Policies, ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{Queue: Unbounded}})
 	}
 	err := s.Validate()
 	var fe *FieldError

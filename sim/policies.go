@@ -91,13 +91,21 @@ type NonePolicy struct {
 }
 
 // ConcurrencyPolicy is a static in-flight limit (package concurrency) with
-// an optional queue.
+// an optional queue (QueueConfig).
 type ConcurrencyPolicy struct {
 	// Name labels the policy's results. Default: its kind.
 	Name string `yaml:"name" json:"name"`
 	// Limit is the most requests in flight. Required (> 0).
 	Limit int `yaml:"limit" json:"limit"`
 
+	QueueConfig `yaml:",inline"`
+}
+
+// QueueConfig is the queue in front of a ConcurrencyPolicy's or an
+// AdaptivePolicy's limit. Both embed it, so a queue option added here is
+// one both take, under the same key, checked the same way. Its zero value
+// is no queue: a request over the limit is rejected at once.
+type QueueConfig struct {
 	// Queue is the most requests waiting for admission: 0 rejects at once,
 	// Unbounded (-1) never rejects for length. Default 0.
 	Queue int `yaml:"queue" json:"queue"`
@@ -119,7 +127,7 @@ type ConcurrencyPolicy struct {
 
 // AdaptivePolicy is an in-flight limit set by an algorithm (package
 // adaptive) from the latency and outcome of each response, with the same
-// queue as a ConcurrencyPolicy.
+// queue (QueueConfig) as a ConcurrencyPolicy.
 type AdaptivePolicy struct {
 	// Name labels the policy's results. Default: its kind.
 	Name string `yaml:"name" json:"name"`
@@ -141,14 +149,7 @@ type AdaptivePolicy struct {
 	Gradient2 adaptive.Gradient2Config `yaml:"gradient2" json:"gradient2"`
 	Little    adaptive.LittleConfig    `yaml:"little" json:"little"`
 
-	// Queue, MaxWait, MaxWaitServices, Discipline, CoDelTarget and
-	// CoDelInterval are as in ConcurrencyPolicy.
-	Queue           int                    `yaml:"queue" json:"queue"`
-	MaxWait         time.Duration          `yaml:"max_wait" json:"max_wait"`
-	MaxWaitServices float64                `yaml:"max_wait_services" json:"max_wait_services"`
-	Discipline      concurrency.Discipline `yaml:"discipline" json:"discipline"`
-	CoDelTarget     time.Duration          `yaml:"codel_target" json:"codel_target"`
-	CoDelInterval   time.Duration          `yaml:"codel_interval" json:"codel_interval"`
+	QueueConfig `yaml:",inline"`
 }
 
 // TokenBucketPolicy is a rate limit (package rate). With MaxWait > 0 a

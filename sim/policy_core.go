@@ -22,7 +22,7 @@ type coreGate struct {
 }
 
 func (p ConcurrencyPolicy) start(e *engine) (gate, error) {
-	return newCoreGate(e, p.queue().config(p.Limit))
+	return newCoreGate(e, p.coreConfig(p.Limit))
 }
 
 func (p AdaptivePolicy) start(e *engine) (gate, error) {
@@ -30,7 +30,7 @@ func (p AdaptivePolicy) start(e *engine) (gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := p.queue().config(p.Limit)
+	cfg := p.coreConfig(p.Limit)
 	cfg.Algorithm = alg
 	return newCoreGate(e, cfg)
 }

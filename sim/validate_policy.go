@@ -16,11 +16,10 @@ func (p ConcurrencyPolicy) validate(f string) error {
 	if p.Limit <= 0 {
 		return bad(f+".limit", "must be > 0 for a concurrency policy, got %d", p.Limit)
 	}
-	q := p.queue()
-	if err := q.validate(f); err != nil {
+	if err := p.validateQueue(f); err != nil {
 		return err
 	}
-	return checkCore(f, q.config(p.Limit))
+	return checkCore(f, p.coreConfig(p.Limit))
 }
 
 func (p AdaptivePolicy) validate(f string) error {
@@ -42,11 +41,10 @@ func (p AdaptivePolicy) validate(f string) error {
 	if err != nil {
 		return bad(f+"."+string(p.algorithm()), "%v", err)
 	}
-	q := p.queue()
-	if err := q.validate(f); err != nil {
+	if err := p.validateQueue(f); err != nil {
 		return err
 	}
-	cfg := q.config(p.Limit)
+	cfg := p.coreConfig(p.Limit)
 	cfg.Algorithm = alg
 	return checkCore(f, cfg)
 }
@@ -87,59 +85,44 @@ func checkCore(f string, cfg concurrency.Config) error {
 	return nil
 }
 
-// queueConfig is the queue ConcurrencyPolicy and AdaptivePolicy share.
-type queueConfig struct {
-	queue                   int
-	maxWait                 time.Duration
-	maxWaitServices         float64
-	discipline              concurrency.Discipline
-	codelTarget, codelInter time.Duration
-}
-
-func (p ConcurrencyPolicy) queue() queueConfig {
-	return queueConfig{p.Queue, p.MaxWait, p.MaxWaitServices, p.Discipline, p.CoDelTarget, p.CoDelInterval}
-}
-
-func (p AdaptivePolicy) queue() queueConfig {
-	return queueConfig{p.Queue, p.MaxWait, p.MaxWaitServices, p.Discipline, p.CoDelTarget, p.CoDelInterval}
-}
-
-func (q queueConfig) validate(f string) error {
-	if q.queue < Unbounded {
-		return bad(f+".queue", "must be >= 0, or -1 for unbounded, got %d", q.queue)
+// validateQueue checks the queue's fields; f is its policy's path (the
+// queue's keys sit beside the policy's own in a file).
+func (q QueueConfig) validateQueue(f string) error {
+	if q.Queue < Unbounded {
+		return bad(f+".queue", "must be >= 0, or -1 for unbounded, got %d", q.Queue)
 	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"max_wait", q.maxWait}, {"codel_target", q.codelTarget}, {"codel_interval", q.codelInter}} {
+	}{{"max_wait", q.MaxWait}, {"codel_target", q.CoDelTarget}, {"codel_interval", q.CoDelInterval}} {
 		if err := checkDuration(f+"."+d.key, d.v); err != nil {
 			return err
 		}
 	}
-	if !(q.maxWaitServices >= 0) || math.IsInf(q.maxWaitServices, 1) {
-		return bad(f+".max_wait_services", "must be a finite number >= 0 (0: none), got %v", q.maxWaitServices)
+	if !(q.MaxWaitServices >= 0) || math.IsInf(q.MaxWaitServices, 1) {
+		return bad(f+".max_wait_services", "must be a finite number >= 0 (0: none), got %v", q.MaxWaitServices)
 	}
-	if _, err := q.discipline.MarshalText(); err != nil {
-		return bad(f+".discipline", "unknown discipline %d (fifo, lifo, codel, adaptive_lifo)", q.discipline)
+	if _, err := q.Discipline.MarshalText(); err != nil {
+		return bad(f+".discipline", "unknown discipline %d (fifo, lifo, codel, adaptive_lifo)", q.Discipline)
 	}
-	if (q.codelTarget != 0 || q.codelInter != 0) && q.discipline != concurrency.CoDel && q.discipline != concurrency.AdaptiveLIFO {
+	if (q.CoDelTarget != 0 || q.CoDelInterval != 0) && q.Discipline != concurrency.CoDel && q.Discipline != concurrency.AdaptiveLIFO {
 		return bad(f+".codel_target", "applies only to the codel and adaptive_lifo disciplines")
 	}
 	return nil
 }
 
-// config is the concurrency.Config of a queue in front of limit.
-func (q queueConfig) config(limit int) concurrency.Config {
+// coreConfig is the concurrency.Config of the queue in front of limit.
+func (q QueueConfig) coreConfig(limit int) concurrency.Config {
 	cfg := concurrency.Config{
 		Limit:           limit,
-		MaxQueue:        q.queue,
-		MaxWait:         q.maxWait,
-		MaxWaitServices: q.maxWaitServices,
-		Discipline:      q.discipline,
-		CoDelTarget:     q.codelTarget,
-		CoDelInterval:   q.codelInter,
+		MaxQueue:        q.Queue,
+		MaxWait:         q.MaxWait,
+		MaxWaitServices: q.MaxWaitServices,
+		Discipline:      q.Discipline,
+		CoDelTarget:     q.CoDelTarget,
+		CoDelInterval:   q.CoDelInterval,
 	}
-	if q.queue == Unbounded {
+	if q.Queue == Unbounded {
 		cfg.MaxQueue = concurrency.MaxLimit
 	}
 	return cfg

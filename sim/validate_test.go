@@ -89,13 +89,19 @@ func TestValidate(t *testing.T) {
 		}},
 		{"policies[0].rate", func(s *Scenario) { s.Policies[0] = TokenBucketPolicy{} }},
 		{"policies[0].burst", func(s *Scenario) { s.Policies[0] = TickerPolicy{Rate: 5, Burst: -1} }},
-		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, Queue: -5} }},
-		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, MaxWait: -1} }},
-		{"policies[0].max_wait_services", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, MaxWaitServices: -1} }},
-		{"policies[0].max_wait_services", func(s *Scenario) { s.Policies[0] = AdaptivePolicy{MaxWaitServices: math.NaN()} }},
-		{"policies[0].discipline", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, Discipline: 42} }},
+		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{Queue: -5}} }},
+		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{MaxWait: -1}} }},
+		{"policies[0].max_wait_services", func(s *Scenario) {
+			s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{MaxWaitServices: -1}}
+		}},
+		{"policies[0].max_wait_services", func(s *Scenario) {
+			s.Policies[0] = AdaptivePolicy{QueueConfig: QueueConfig{MaxWaitServices: math.NaN()}}
+		}},
+		{"policies[0].discipline", func(s *Scenario) {
+			s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{Discipline: 42}}
+		}},
 		{"policies[0].codel_target", func(s *Scenario) {
-			s.Policies[0] = ConcurrencyPolicy{Limit: 1, CoDelTarget: time.Second}
+			s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{CoDelTarget: time.Second}}
 		}},
 		// What the decision code refuses.
 		{"policies[0]", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: concurrency.MaxLimit + 1} }},
@@ -111,7 +117,9 @@ func TestValidate(t *testing.T) {
 		}},
 		{"origin.timeout", func(s *Scenario) { s.Origin.Timeout = maxDuration + 1 }},
 		{"load.retries.backoff", func(s *Scenario) { s.Load.Retries.Backoff = maxDuration + 1 }},
-		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, MaxWait: maxDuration + 1} }},
+		{"policies[0].max_wait", func(s *Scenario) {
+			s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{MaxWait: maxDuration + 1}}
+		}},
 	}
 	for _, tt := range tests {
 		s := validScenario()

@@ -22,7 +22,7 @@ func TestRealStopsOnCancel(t *testing.T) {
 		Policies: []sim.Policy{
 			sim.NonePolicy{Name: "none"},
 			sim.TickerPolicy{Name: "ticker", Rate: 30, Burst: 2, Queue: -1},
-			sim.ConcurrencyPolicy{Name: "c", Limit: 2, Queue: 10},
+			sim.ConcurrencyPolicy{Name: "c", Limit: 2, QueueConfig: sim.QueueConfig{Queue: 10}},
 		},
 	}
 	var ports []string

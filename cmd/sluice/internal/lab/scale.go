@@ -70,26 +70,25 @@ func scaleDist(x sim.Dist, k float64) sim.Dist {
 // around it shrank.
 func scalePolicy(p sim.Policy, k float64) sim.Policy {
 	d := func(v *time.Duration) { *v = time.Duration(float64(*v) * k) }
-	codel := func(disc concurrency.Discipline, target, interval *time.Duration) {
-		if disc == concurrency.CoDel || disc == concurrency.AdaptiveLIFO {
-			if *target == 0 {
-				*target = 5 * time.Millisecond // concurrency.Config's documented default
+	queue := func(q *sim.QueueConfig) {
+		if q.Discipline == concurrency.CoDel || q.Discipline == concurrency.AdaptiveLIFO {
+			if q.CoDelTarget == 0 {
+				q.CoDelTarget = 5 * time.Millisecond // concurrency.Config's documented default
 			}
-			if *interval == 0 {
-				*interval = 100 * time.Millisecond // concurrency.Config's documented default
+			if q.CoDelInterval == 0 {
+				q.CoDelInterval = 100 * time.Millisecond // concurrency.Config's documented default
 			}
 		}
-		d(target)
-		d(interval)
+		d(&q.MaxWait)
+		d(&q.CoDelTarget)
+		d(&q.CoDelInterval)
 	}
 	switch q := p.(type) {
 	case sim.ConcurrencyPolicy:
-		d(&q.MaxWait)
-		codel(q.Discipline, &q.CoDelTarget, &q.CoDelInterval)
+		queue(&q.QueueConfig)
 		return q
 	case sim.AdaptivePolicy:
-		d(&q.MaxWait)
-		codel(q.Discipline, &q.CoDelTarget, &q.CoDelInterval)
+		queue(&q.QueueConfig)
 		switch q.Algorithm {
 		case sim.AIMD:
 			if q.AIMD.Interval == 0 {

@@ -58,7 +58,7 @@ type Experiment struct {
 // package adaptive recommends with it, whose wait is bounded to four mean
 // service times: without the bound LIFO's oldest waiters wait until their
 // client gives up (seconds, on seed 000) to be rejected then.
-var recommended = sim.AdaptivePolicy{Name: "adaptive", Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4}
+var recommended = sim.AdaptivePolicy{Name: "adaptive", QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4}}
 
 // Tour returns the seeds' experiments that `sluice lab` runs without
 // arguments, with files relative to the repository root. Time scales keep

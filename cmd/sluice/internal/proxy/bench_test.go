@@ -14,8 +14,8 @@ import (
 
 // BenchmarkServe is the cost the proxy adds to a request, in process: a
 // bare httputil.ReverseProxy with the same transport settings, the sluice
-// proxy without a policy, and with a per-IP bucket and an adaptive limit,
-// each in front of the same trivial upstream on loopback. The wrk run of
+// proxy without a policy, and with a per-IP bucket and an adaptive limit
+// (on_client_gone: wait, the default, and cancel), each in front of the same trivial upstream on loopback. The wrk run of
 // benchrig/run.sh measures the same through sockets.
 func BenchmarkServe(b *testing.B) {
 	up := benchUpstream(b)
@@ -25,14 +25,20 @@ func BenchmarkServe(b *testing.B) {
 		Transport: (&transports{}).get(DefaultTimeout),
 	}
 	b.Cleanup(bare.Transport.(*http.Transport).CloseIdleConnections)
-	policy := benchServer(b, up, `
-routes:
-  - {name: all, upstream: UPSTREAM, policy: p}
+	const policies = `
 policies:
   - name: p
     rate: {rate: 1000000000, burst: 1000000000, per_key: true}
     concurrency: {adaptive: {initial_limit: 64}, max_queue: 1024, max_wait: 5s}
-`)
+`
+	policy := benchServer(b, up, `
+routes:
+  - {name: all, upstream: UPSTREAM, policy: p}`+policies)
+	// The same policy without on_client_gone: wait (the default), whose
+	// detached upstream context and watch on the client are the difference.
+	cancel := benchServer(b, up, `
+routes:
+  - {name: all, upstream: UPSTREAM, policy: p, on_client_gone: cancel}`+policies)
 	body := strings.Repeat("x", 1024)
 	for _, tc := range []struct {
 		name string
@@ -45,6 +51,7 @@ routes:
   - {name: all, upstream: UPSTREAM}
 `), false},
 		{"target=policy", policy, false},
+		{"target=policy/gone=cancel", cancel, false},
 		{"target=bare/body=1KiB", bare, true},
 		{"target=policy/body=1KiB", policy, true},
 	} {

@@ -84,7 +84,8 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st.clientGone() {
 		return // it left while admitted: nothing to send, nobody to answer
 	}
-	up, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	st.detached.parent = r.Context()
+	up, cancel := context.WithCancelCause(&st.detached)
 	defer cancel(nil)
 	st.boundHeaders(r, h.rt.spec.Timeout, cancel)
 	st.abandoned = h.rt.metrics.abandoned
@@ -109,6 +110,22 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(w, r.WithContext(up))
 }
+
+// detachedCtx is what context.WithoutCancel makes of parent, without its
+// allocation, since it lives in the request's state: parent's values, no
+// deadline, never done. Unlike WithoutCancel's, its Value does not hide
+// the client's cancelCtx from the context package; that only ever looks
+// for it behind a non-nil Done, so WithCancelCause and AfterFunc on it
+// link nothing to the client, as on WithoutCancel's. The cancellable
+// context made on it stays the context package's: the transport reads
+// its cause (errHeaderTimeout, a 504) with context.Cause, which finds a
+// cause only in a cancelCtx of that package.
+type detachedCtx struct{ parent context.Context }
+
+func (c *detachedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *detachedCtx) Done() <-chan struct{}       { return nil }
+func (c *detachedCtx) Err() error                  { return nil }
+func (c *detachedCtx) Value(key any) any           { return c.parent.Value(key) }
 
 // boundHeaders bounds the wait for the upstream's headers of a request
 // with a body to timeout from now, cancelling the upstream request with

@@ -24,7 +24,6 @@ type metrics struct {
 	reloadOK  prometheus.Gauge
 	reloadAt  prometheus.Gauge
 	admission *prometheus.Desc
-	stores    storeMetrics
 
 	mu     sync.Mutex
 	routes map[string]*routeMetrics
@@ -62,7 +61,6 @@ func newMetrics(current func() *state) *metrics {
 		admission: prometheus.NewDesc("sluice_proxy_admission_total",
 			"Requests through a route's policy, by result: admitted, rejected_<reason>, would_reject_<reason> (dry run), canceled (client left while waiting), error.",
 			[]string{"route", "result"}, nil),
-		stores: newStoreMetrics(),
 	}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
@@ -133,8 +131,8 @@ func (m *metrics) forget(route string) {
 
 // liveCollector reads the serving config's limiters at each scrape, so
 // that a reload needs no registration: the promsluice collectors of every
-// policy (limiter="POLICY/PART") and the httplimit counters of every
-// route. It describes nothing (an unchecked collector), since the set
+// policy (limiter="POLICY/PART") and every store (store="NAME"), and the
+// httplimit counters of every route. It describes nothing (an unchecked collector), since the set
 // changes with the config.
 type liveCollector struct {
 	m       *metrics
@@ -152,15 +150,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, col := range p.collectors {
 			col.Collect(ch)
 		}
-		if p.sharedRate != nil {
-			c.m.stores.collectLimiter(ch, p.store, p.name+"/"+p.sharedRatePart(), p.sharedRate.LimiterStats())
-		}
-		if p.sharedConc != nil {
-			c.m.stores.collectLimiter(ch, p.store, p.name+"/concurrency", p.sharedConc.LimiterStats())
-		}
 	}
 	for _, s := range st.storeList {
-		c.m.stores.collect(ch, s)
+		s.metrics.Collect(ch)
 	}
 	for _, rt := range st.routes {
 		if rt.limit == nil {
@@ -200,6 +192,11 @@ func (p *policy) newCollectors() error {
 		p.collectors = append(p.collectors, col)
 		return err
 	}
+	addShared := func(part string, src promsluice.SharedSource) error {
+		col, err := promsluice.NewSharedCollector(p.name+"/"+part, src)
+		p.collectors = append(p.collectors, col)
+		return err
+	}
 	addKeyed := func(part string, src promsluice.KeyedSource) error {
 		col, err := promsluice.NewKeyedCollector(p.name+"/"+part, src)
 		p.collectors = append(p.collectors, col)
@@ -219,10 +216,10 @@ func (p *policy) newCollectors() error {
 		err = addKeyed("per_key_concurrency", p.perKeyConc)
 	}
 	if p.sharedRate != nil && err == nil {
-		err = add(p.sharedRatePart(), p.sharedRate)
+		err = addShared(p.sharedRatePart(), p.sharedRate)
 	}
 	if p.sharedConc != nil && err == nil {
-		err = add("concurrency", p.sharedConc)
+		err = addShared("concurrency", p.sharedConc)
 	}
 	return err
 }

@@ -43,8 +43,9 @@ import (
 // route of their own without an adaptive limit.
 
 // reqState is one request's bookkeeping: its response writer and the
-// permits it holds, so that they can be given back early. One allocation
-// per request.
+// permits it holds, so that they can be given back early; it is also the
+// request's context (stateCtx) and the upstream's parent (detached). One
+// allocation per request.
 type reqState struct {
 	w           http.ResponseWriter
 	start       time.Time
@@ -63,6 +64,7 @@ type reqState struct {
 	abandoned  prometheus.Gauge
 	goneStatus int
 	headers    *time.Timer // ends the wait for the headers of a request with a body
+	detached   detachedCtx // the upstream context's parent (gone.go)
 
 	mu      sync.Mutex
 	long    atomic.Bool      // long-lived: outcome Ignore; set under mu
@@ -76,6 +78,28 @@ func stateFrom(ctx context.Context) *reqState {
 	st, _ := ctx.Value(stateKey{}).(*reqState)
 	return st
 }
+
+// stateCtx is a request's state seen as its context: the client's
+// context (ctx) with the state as its stateKey value. It is what
+// context.WithValue makes, without the allocation, and without a field:
+// the state is allocated anyway. Children of it are tied to the client's
+// context as they are to a WithValue's: the context package finds the
+// client's cancelCtx through Value.
+type stateCtx reqState
+
+func (c *stateCtx) Deadline() (time.Time, bool) { return c.ctx.Deadline() }
+func (c *stateCtx) Done() <-chan struct{}       { return c.ctx.Done() }
+func (c *stateCtx) Err() error                  { return c.ctx.Err() }
+
+func (c *stateCtx) Value(key any) any {
+	if key == (stateKey{}) {
+		return (*reqState)(c)
+	}
+	return c.ctx.Value(key)
+}
+
+// withState returns the client's context with st as its value.
+func (st *reqState) withState() context.Context { return (*stateCtx)(st) }
 
 // hold records p and returns the permit the caller holds instead.
 func (st *reqState) hold(p sluice.Permit) sluice.Permit {

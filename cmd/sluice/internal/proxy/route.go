@@ -302,7 +302,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logg
 		if a := rt.policy.spec.adaptive(); a != nil {
 			st.dropAfter = a.Timeout
 		}
-		ctx := context.WithValue(client, stateKey{}, st)
+		ctx := st.withState()
 		if d, ok := clientTimeout(r, rt.spec.DeadlineHeader); ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, st.start.Add(d))

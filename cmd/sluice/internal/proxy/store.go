@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/promsluice"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -125,6 +125,8 @@ type store struct {
 	spec    StoreSpec
 	failure redisstore.Failure
 	s       *redisstore.Store
+	// metrics are promsluice's sluice_store_* series, labelled store=name.
+	metrics *promsluice.Collector
 }
 
 // openStore connects nothing yet (go-redis dials on the first call), so a
@@ -146,62 +148,12 @@ func (c *Config) openStore(spec StoreSpec, at string) (*store, error) {
 		// redacts the URL in its errors (TestOpenRedactsURL).
 		return nil, c.errAt(at+".url", "%s", err.Error())
 	}
-	return &store{name: spec.Name, def: storeDefinition(spec), spec: spec, failure: f, s: s}, nil
-}
-
-// storeMetrics are the Prometheus descriptions of the stores' series,
-// read from redisstore's counters at each scrape.
-type storeMetrics struct {
-	roundTrip, calls, errors, timeouts, shorted, trips, breaker, replicas *prometheus.Desc
-	fallbacks, cacheHits                                                  *prometheus.Desc
-}
-
-func newStoreMetrics() storeMetrics {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc("sluice_store_"+name, help, labels, nil)
+	col, err := promsluice.NewStoreCollector(spec.Name, s)
+	if err != nil { // a name validateStore let through that is not a label value
+		s.Close()
+		return nil, c.errAt(at+".name", "%v", err)
 	}
-	return storeMetrics{
-		roundTrip: d("round_trip_seconds", "Store call durations as the limiters saw them (pipeline queueing included), by store.", "store"),
-		calls:     d("calls_total", "Store calls sent to Redis, by store.", "store"),
-		errors:    d("errors_total", "Store calls that failed (timeouts included), by store.", "store"),
-		timeouts:  d("timeouts_total", "Store calls that failed by the per-call timeout, by store.", "store"),
-		shorted:   d("breaker_rejects_total", "Store calls refused at once by the open circuit breaker, by store.", "store"),
-		trips:     d("breaker_trips_total", "Times the circuit breaker opened, by store.", "store"),
-		breaker:   d("breaker_state", "The circuit breaker's state: 0 closed (calls go to Redis), 1 open (calls go to the failure policy), 2 half-open (one probe).", "store"),
-		replicas:  d("replicas", "Live replicas counted by the heartbeat (1 without one), by store.", "store"),
-		fallbacks: d("fallbacks_total", "Decisions made by the failure policy because the store did not answer, by store and limiter (POLICY/PART).", "store", "limiter"),
-		cacheHits: d("cache_hits_total", "Rejections answered from the over-limit cache without a round trip, by store and limiter.", "store", "limiter"),
-	}
-}
-
-func (sm *storeMetrics) collect(ch chan<- prometheus.Metric, st *store) {
-	s := st.s.Stats()
-	counter := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), st.name)
-	}
-	counter(sm.calls, s.Calls)
-	counter(sm.errors, s.Errors)
-	counter(sm.timeouts, s.Timeouts)
-	counter(sm.shorted, s.BreakerRejects)
-	counter(sm.trips, s.BreakerTrips)
-	ch <- prometheus.MustNewConstMetric(sm.breaker, prometheus.GaugeValue, float64(s.Breaker), st.name)
-	ch <- prometheus.MustNewConstMetric(sm.replicas, prometheus.GaugeValue, float64(s.Replicas), st.name)
-	// redisstore's buckets are not cumulative and the last is unbounded
-	// (+Inf): Prometheus wants cumulative counts by upper bound.
-	buckets := map[float64]uint64{}
-	var total uint64
-	for _, b := range s.RoundTrip {
-		total += b.Count
-		if b.UpperBound > 0 {
-			buckets[b.UpperBound.Seconds()] = total
-		}
-	}
-	ch <- prometheus.MustNewConstHistogram(sm.roundTrip, total, s.RoundTripSum.Seconds(), buckets, st.name)
-}
-
-func (sm *storeMetrics) collectLimiter(ch chan<- prometheus.Metric, st *store, limiter string, s redisstore.LimiterStats) {
-	ch <- prometheus.MustNewConstMetric(sm.fallbacks, prometheus.CounterValue, float64(s.Fallbacks), st.name, limiter)
-	ch <- prometheus.MustNewConstMetric(sm.cacheHits, prometheus.CounterValue, float64(s.CacheHits), st.name, limiter)
+	return &store{name: spec.Name, def: storeDefinition(spec), spec: spec, failure: f, s: s, metrics: col}, nil
 }
 
 // storeName is how logs and errors name a store: its name and redacted URL.

@@ -151,6 +151,14 @@ func TestStoreRedisKilled(t *testing.T) {
 			if calls != 3 || shorted != n-2 {
 				t.Errorf("calls %v and breaker rejects %v, want 3 and %d", calls, shorted, n-2)
 			}
+			// One request at a time: each call went to Redis alone, and
+			// one node refuses no merged call with CROSSSLOT.
+			if rt := value(t, fams, "sluice_store_round_trips_total", "store", "shared"); rt != calls {
+				t.Errorf("round trips %v, want one per call (%v)", rt, calls)
+			}
+			if cs := value(t, fams, "sluice_store_cross_slot_total", "store", "shared"); cs != 0 {
+				t.Errorf("CROSSSLOT refusals %v from one node", cs)
+			}
 			if s := value(t, fams, "sluice_store_breaker_state", "store", "shared"); s != float64(redisstore.BreakerOpen) {
 				t.Errorf("breaker state %v, want %d (open)", s, redisstore.BreakerOpen)
 			}

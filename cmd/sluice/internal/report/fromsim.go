@@ -100,6 +100,7 @@ func points(series []sim.Point) []Point {
 			DemandRPS:     p.Demand,
 			P50Ms:         ms(p.P50),
 			P99Ms:         ms(p.P99),
+			AdmittedP50Ms: ms(p.AdmittedP50),
 			Limit:         p.Limit,
 			InFlight:      p.InFlight,
 			Queued:        p.Queued,

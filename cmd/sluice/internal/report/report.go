@@ -210,6 +210,10 @@ type Point struct {
 	// P95Ms is present when the run measured it per interval (the lab's
 	// load generator does; the simulator's series has p50 and p99).
 	P95Ms float64 `json:"p95_ms,omitempty"`
+	// AdmittedP50Ms is the successes' p50 from their admission to their
+	// answer (the origin's queue and service, without the wait in the
+	// policy's queue); present from the simulator, which sees admission.
+	AdmittedP50Ms float64 `json:"admitted_p50_ms,omitempty"`
 	// Limit is the policy's limit (requests in flight, or per second for a
 	// rate limit; 0 when there is none); InFlight the requests it admitted
 	// and has not released; Queued those waiting in it.

@@ -48,7 +48,7 @@ var barSeeds = []uint64{1, 2, 3, 4, 5}
 // barPolicies are the policies compared, for an origin of workers workers.
 func barPolicies(workers int) []sim.Policy {
 	q := func(name string, alg sim.AlgorithmKind) sim.Policy {
-		return sim.AdaptivePolicy{Name: name, Algorithm: alg, Queue: 50, Discipline: concurrency.LIFO}
+		return sim.AdaptivePolicy{Name: name, Algorithm: alg, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO}}
 	}
 	return []sim.Policy{
 		q("little", sim.Little),
@@ -56,16 +56,16 @@ func barPolicies(workers int) []sim.Policy {
 		// rejection then takes that long at most, not the client's
 		// deadline, at a point or two of goodput when the load is at
 		// capacity (a waiter that would have been served in a lull).
-		sim.AdaptivePolicy{Name: "little+wait4", Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4},
+		sim.AdaptivePolicy{Name: "little+wait4", QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4}},
 		q("gradient2", sim.Gradient2),
 		q("aimd", sim.AIMD),
 		q("vegas", sim.Vegas),
-		sim.ConcurrencyPolicy{Name: "static+codel", Limit: workers, Queue: 50, Discipline: concurrency.CoDel},
+		sim.ConcurrencyPolicy{Name: "static+codel", Limit: workers, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.CoDel}},
 		// The oracle: the origin's workers, known in advance, behind the
 		// same LIFO queue as the adaptive limits. No limit learned from
 		// samples does better on these figures; where it misses a bar,
 		// the bar cannot be met with this queue.
-		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, Queue: 50, Discipline: concurrency.LIFO},
+		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO}},
 	}
 }
 
@@ -258,7 +258,7 @@ func TestAdaptiveBars(t *testing.T) {
 	}
 
 	// What Little holds on every file (see docs/simulations.md for the bars
-	// it misses): the issue asks 97%, 1.25 × and 1.3 ×.
+	// it misses): the issue asks 97%, 1.25 ×, 1.3 × and no rejection.
 	for _, name := range names {
 		little, g2 := out[name][0], out[name][2]
 		if g2.goodput < 0.95 {
@@ -271,8 +271,8 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.inFlight > 1.25 || little.inFlight > g2.inFlight {
 			t.Errorf("%s: little holds %.2f × the workers in flight, want <= 1.25 and <= gradient2's %.2f", name, little.inFlight, g2.inFlight)
 		}
-		if little.p50 > 1.6 || little.p50 > g2.p50 {
-			t.Errorf("%s: little's p50 is %.2f × the no-load p50, want <= 1.6 and <= gradient2's %.2f", name, little.p50, g2.p50)
+		if little.p50 > 1.3 || little.p50 > g2.p50 {
+			t.Errorf("%s: little's admitted p50 is %.2f × the no-load p50, want <= 1.3 and <= gradient2's %.2f", name, little.p50, g2.p50)
 		}
 		// Seed 003's run includes the slowdown itself, when every request
 		// in flight at the origin outlives its client.
@@ -286,8 +286,10 @@ func TestAdaptiveBars(t *testing.T) {
 		if w := out[name][1]; w.goodput < 0.94 || w.rejectP99 > little.rejectP99 {
 			t.Errorf("%s: little+wait4 has %.1f%% of the achievable goodput and rejects in %v at p99, want >= 94%% and no slower than little's %v", name, 100*w.goodput, w.rejectP99, little.rejectP99)
 		}
-		if little.rejectsLo > 300 {
-			t.Errorf("%s: little rejected %d requests in phases offered at most 0.8 × capacity, want <= 300", name, little.rejectsLo)
+		// The issue asks 0; what is left comes while the limit grows
+		// back after a change (docs/simulations.md).
+		if little.rejectsLo > 100 {
+			t.Errorf("%s: little rejected %d requests in phases offered at most 0.8 × capacity, want <= 100", name, little.rejectsLo)
 		}
 	}
 }

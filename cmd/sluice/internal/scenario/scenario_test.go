@@ -102,8 +102,8 @@ policies:
 		t.Fatal(err)
 	}
 	want := []sim.Policy{
-		sim.ConcurrencyPolicy{Name: "a", Limit: 50, Queue: 10},
-		sim.ConcurrencyPolicy{Name: "b", Limit: 50, Queue: 20}, // explicit keys win
+		sim.ConcurrencyPolicy{Name: "a", Limit: 50, QueueConfig: sim.QueueConfig{Queue: 10}},
+		sim.ConcurrencyPolicy{Name: "b", Limit: 50, QueueConfig: sim.QueueConfig{Queue: 20}}, // explicit keys win
 	}
 	if !reflect.DeepEqual(f.Policies, want) {
 		t.Errorf("got  %+v\nwant %+v", f.Policies, want)
