@@ -286,6 +286,16 @@ func (l *Little) held(now time.Time) bool {
 	if l.rush == 0 || l.noLoad == 0 || l.probeFrom > 0 || l.cutFrom > 0 || w.lat.n < littleWindowMin || now.Sub(w.start) < w.length {
 		return false
 	}
+	return l.heldBack()
+}
+
+// heldBack reports whether the window so far shows the limit, not the
+// service, holding requests back: nine in ten of its successes left
+// requests waiting for a permit, with fewer in flight than knownAt, and
+// they ran at noLoad (below (1 + Headroom/2) × noLoad by a standard
+// error).
+func (l *Little) heldBack() bool {
+	w := &l.win
 	return w.waited > littleWaited*w.lat.n && w.inFlight/w.lat.n < l.knownAt &&
 		w.lat.mean()+w.lat.se() < l.noLoad*(1+l.headroom/2)
 }
@@ -359,7 +369,7 @@ func (l *Little) close(now time.Time) {
 	}
 	f := min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom)
 	l.rushed = max(l.rushed-1, 0)
-	if inFlight < l.knownAt && w.waited > littleWaited*w.lat.n && latency+w.lat.se() < l.noLoad*(1+l.headroom/2) {
+	if l.heldBack() {
 		// Requests waited for a permit, with fewer in flight than the
 		// service is known to run at noLoad, and the admitted ones ran
 		// at noLoad: the limit, not the service, held them back. From
