@@ -66,6 +66,10 @@ func barPolicies(workers int) []sim.Policy {
 		// samples does better on these figures; where it misses a bar,
 		// the bar cannot be met with this queue.
 		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO}},
+		// The same behind FIFO: where a LIFO queue's oldest waiters
+		// outlive their deadline at exactly 1.0x capacity, FIFO serves
+		// them, at the cost of its whole queue's wait past capacity.
+		sim.ConcurrencyPolicy{Name: "static+fifo", Limit: workers, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.FIFO}},
 	}
 }
 
