@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"time"
 )
 
 // segment is a piece of the rate schedule: rate(t) = a + b·(t − start) for
@@ -48,6 +49,18 @@ func NewArrivals(l *Load) *Arrivals {
 		g.segs = append(g.segs, s)
 	}
 	return g
+}
+
+// RateAt returns l's nominal rate at t, in requests per second: what the
+// schedule asks for, before the arrival process's own randomness.
+func (l *Load) RateAt(t time.Duration) float64 {
+	x := t.Seconds()
+	for _, s := range NewArrivals(l).segs {
+		if x < s.end {
+			return max(s.a+s.b*(x-s.start), 0)
+		}
+	}
+	return 0
 }
 
 // Next returns the next arrival time in seconds from the start, or false

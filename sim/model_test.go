@@ -110,6 +110,25 @@ func TestArrivals(t *testing.T) {
 	}
 }
 
+func TestRateAt(t *testing.T) {
+	s := time.Second
+	steps := Load{Rate: 100, Steps: []Step{{At: 5 * s, Rate: 300}}}
+	ramp := Load{Rate: 200, Steps: []Step{{At: 5 * s, Rate: 0}, {At: 8 * s, Rate: 100}}, Ramp: true}
+	tests := []struct {
+		load *Load
+		at   time.Duration
+		want float64
+	}{
+		{&steps, 0, 100}, {&steps, 4999 * time.Millisecond, 100}, {&steps, 5 * s, 300}, {&steps, time.Hour, 300},
+		{&ramp, 0, 200}, {&ramp, 2500 * time.Millisecond, 100}, {&ramp, 5 * s, 0}, {&ramp, 6500 * time.Millisecond, 50}, {&ramp, 9 * s, 100},
+	}
+	for _, tt := range tests {
+		if got := tt.load.RateAt(tt.at); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%+v at %v: rate %v, want %v", *tt.load, tt.at, got, tt.want)
+		}
+	}
+}
+
 func TestClientWorkers(t *testing.T) {
 	// Two client workers and 950 ms of work: two requests a second are
 	// sent, the other eight due each second are not. (With 1 s, an answer

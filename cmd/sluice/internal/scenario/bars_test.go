@@ -79,6 +79,7 @@ type phase struct {
 	start    time.Duration // the change that opened it
 	workers  int
 	noLoad   time.Duration // the origin's median service time
+	offered  float64       // the load's nominal rate, averaged over (start, to]
 }
 
 // median is the median of a service-time distribution: the latency of a
@@ -135,6 +136,15 @@ func phases(s sim.Scenario, converge, window time.Duration) []phase {
 			}
 		}
 		p.noLoad = median(d)
+		// The schedule's rate, not the arrivals': which side of a bar a
+		// phase falls on must not turn on the Poisson draw of a seed.
+		const step = 100 * time.Millisecond
+		var sum float64
+		for t := at + step/2; t < p.to; t += step {
+			sum += s.Load.RateAt(t)
+			p.offered++
+		}
+		p.offered = sum / p.offered
 		ps = append(ps, p)
 	}
 	return ps
@@ -156,13 +166,13 @@ type figures struct {
 // measure takes one run's figures into f.
 func (f *figures) measure(pr sim.PolicyResult, ps []phase, seed uint64) {
 	for _, ph := range ps {
-		var good, achievable, inFlight, p50, sentP50, weight, offered, capacity, rejects float64
-		var n int
+		var good, achievable, inFlight, p50, sentP50, weight, capacity, rejects float64
+		var n, all int
 		for _, pt := range pr.Series {
 			if pt.T > ph.start && pt.T <= ph.to {
-				offered += pt.Offered
 				capacity += pt.Capacity
 				rejects += pt.Rejects
+				all++
 			}
 			if pt.T <= ph.from || pt.T > ph.to {
 				continue
@@ -181,10 +191,11 @@ func (f *figures) measure(pr sim.PolicyResult, ps []phase, seed uint64) {
 		if g := good / achievable; f.worstAt == "" || g < f.goodput {
 			f.goodput, f.worstAt = g, fmt.Sprintf("seed %d, %v–%v", seed, ph.from, ph.to)
 		}
-		if offered <= 0.8*capacity {
+		capacity /= float64(all)
+		if ph.offered <= 0.8*capacity {
 			f.rejectsLo += int64(math.Round(rejects))
 		}
-		if offered >= 1.1*capacity && weight > 0 {
+		if ph.offered >= 1.1*capacity && weight > 0 {
 			f.inFlight = max(f.inFlight, inFlight/float64(n)/float64(ph.workers))
 			f.p50 = max(f.p50, p50/weight/float64(ph.noLoad))
 			f.sentP50 = max(f.sentP50, sentP50/weight/float64(ph.noLoad))
