@@ -159,7 +159,10 @@ type figures struct {
 	sentP50   float64       // the same from the send: the client's view, queue wait included
 	timeouts  float64       // highest share of admitted requests timed out, of a run
 	rejectP99 time.Duration // highest p99 of the time a rejection took, of a run
-	rejectsLo int64         // rejections in phases offered at most 0.8 × capacity
+	// Rejections in phases offered at most 0.8 × capacity: the first
+	// phase's, while the limit learns the service from nothing, and the
+	// others', while it follows a change.
+	rejectsLearn, rejectsAfter int64
 	worstAt   string        // where the lowest goodput was
 }
 
@@ -192,8 +195,12 @@ func (f *figures) measure(pr sim.PolicyResult, ps []phase, seed uint64) {
 			f.goodput, f.worstAt = g, fmt.Sprintf("seed %d, %v–%v", seed, ph.from, ph.to)
 		}
 		capacity /= float64(all)
-		if ph.offered <= 0.8*capacity {
-			f.rejectsLo += int64(math.Round(rejects))
+		switch {
+		case ph.offered > 0.8*capacity:
+		case ph.start == 0:
+			f.rejectsLearn += int64(math.Round(rejects))
+		default:
+			f.rejectsAfter += int64(math.Round(rejects))
 		}
 		if ph.offered >= 1.1*capacity && weight > 0 {
 			f.inFlight = max(f.inFlight, inFlight/float64(n)/float64(ph.workers))
@@ -258,11 +265,11 @@ func TestAdaptiveBars(t *testing.T) {
 	names, out := runBars(t)
 	pols := barPolicies(1)
 	var b strings.Builder
-	fmt.Fprintf(&b, "| scenario | policy | goodput (worst phase) | in flight / workers | admitted p50 / no-load p50 | p50 from send | admitted timed out | rejected below 0.8× | rejection p99 |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| scenario | policy | goodput (worst phase) | in flight / workers | admitted p50 / no-load p50 | p50 from send | admitted timed out | rejected below 0.8×: learning | after a change | rejection p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range names {
 		for i, f := range out[name] {
-			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f | %.2f | %.2f | %.2f%% | %d | %v |\n",
-				name, pols[i].Label(), 100*f.goodput, f.inFlight, f.p50, f.sentP50, 100*f.timeouts, f.rejectsLo, f.rejectP99.Round(time.Millisecond))
+			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f | %.2f | %.2f | %.2f%% | %d | %d | %v |\n",
+				name, pols[i].Label(), 100*f.goodput, f.inFlight, f.p50, f.sentP50, 100*f.timeouts, f.rejectsLearn, f.rejectsAfter, f.rejectP99.Round(time.Millisecond))
 		}
 	}
 	t.Log("\n" + b.String())
@@ -301,10 +308,16 @@ func TestAdaptiveBars(t *testing.T) {
 		if w := out[name][1]; w.goodput < 0.94 || w.rejectP99 > little.rejectP99 {
 			t.Errorf("%s: little+wait4 has %.1f%% of the achievable goodput and rejects in %v at p99, want >= 94%% and no slower than little's %v", name, 100*w.goodput, w.rejectP99, little.rejectP99)
 		}
-		// The issue asks 0; what is left comes while the limit grows
-		// back after a change (docs/simulations.md).
-		if little.rejectsLo > 100 {
-			t.Errorf("%s: little rejected %d requests in phases offered at most 0.8 × capacity, want <= 100", name, little.rejectsLo)
+		// The issue asks 0 while learning, which holds. After a change
+		// it is not met: the limit grows back only once a window's
+		// latency tells it from one at the service's concurrency, about
+		// half a second on workers-lost (docs/simulations.md); this
+		// guards what it is today.
+		if little.rejectsLearn > 0 {
+			t.Errorf("%s: little rejected %d requests while learning, in phases offered at most 0.8 × capacity, want 0", name, little.rejectsLearn)
+		}
+		if little.rejectsAfter > 120*int64(len(barSeeds)) {
+			t.Errorf("%s: little rejected %d requests after a change, in phases offered at most 0.8 × capacity, want <= %d (120 a seed)", name, little.rejectsAfter, 120*len(barSeeds))
 		}
 	}
 }
