@@ -80,6 +80,7 @@ type phase struct {
 	workers  int
 	noLoad   time.Duration // the origin's median service time
 	offered  float64       // the load's nominal rate, averaged over (start, to]
+	change   bool          // start is a load step or an origin change, not a ramp's window
 }
 
 // median is the median of a service-time distribution: the latency of a
@@ -123,7 +124,7 @@ func phases(s sim.Scenario, converge, window time.Duration) []phase {
 	var ps []phase
 	for i := 0; i+1 < len(cuts); i++ {
 		at := cuts[i]
-		p := phase{start: at, from: min(at+converge, cuts[i+1]), to: cuts[i+1], workers: s.Origin.Workers}
+		p := phase{start: at, from: min(at+converge, cuts[i+1]), to: cuts[i+1], workers: s.Origin.Workers, change: at > 0 && window == 0}
 		d := s.Origin.Service
 		for _, c := range s.Origin.Changes {
 			if c.At <= at {
@@ -159,11 +160,12 @@ type figures struct {
 	sentP50   float64       // the same from the send: the client's view, queue wait included
 	timeouts  float64       // highest share of admitted requests timed out, of a run
 	rejectP99 time.Duration // highest p99 of the time a rejection took, of a run
-	// Rejections in phases offered at most 0.8 × capacity: the first
-	// phase's, while the limit learns the service from nothing, and the
-	// others', while it follows a change.
+	// Rejections in phases offered at most 0.8 × capacity: while the
+	// limit learns the service (from nothing at the start, or a ramp), and
+	// after a change, while it follows it.
 	rejectsLearn, rejectsAfter int64
-	worstAt   string        // where the lowest goodput was
+	settle                     time.Duration // longest time from a change to goodput back (see settled)
+	worstAt                    string        // where the lowest goodput was
 }
 
 // measure takes one run's figures into f.
@@ -197,10 +199,13 @@ func (f *figures) measure(pr sim.PolicyResult, ps []phase, seed uint64) {
 		capacity /= float64(all)
 		switch {
 		case ph.offered > 0.8*capacity:
-		case ph.start == 0:
-			f.rejectsLearn += int64(math.Round(rejects))
-		default:
+		case ph.change:
 			f.rejectsAfter += int64(math.Round(rejects))
+		default:
+			f.rejectsLearn += int64(math.Round(rejects))
+		}
+		if ph.change {
+			f.settle = max(f.settle, settled(pr.Series, ph))
 		}
 		if ph.offered >= 1.1*capacity && weight > 0 {
 			f.inFlight = max(f.inFlight, inFlight/float64(n)/float64(ph.workers))
@@ -217,6 +222,41 @@ func (f *figures) measure(pr sim.PolicyResult, ps []phase, seed uint64) {
 	if admitted := s.Sent - rejected - s.Refused; admitted > 0 {
 		f.timeouts = max(f.timeouts, float64(s.Wasted)/float64(admitted))
 	}
+}
+
+// settled returns how long after ph's change the goodput came back: the end
+// of the first second of the first stretch of seconds in a row whose
+// goodput is at least 95% of the achievable (min(offered, capacity)), or
+// the whole phase if none is. A stretch is 3 s, or as many seconds as hold
+// 50 achievable requests, so that a slow service's few answers a second
+// (seed 003's 3.5) are not read one at a time. The series' one-second
+// points make it a whole number of seconds.
+func settled(series []sim.Point, ph phase) time.Duration {
+	var pts []sim.Point
+	for _, pt := range series {
+		if pt.T > ph.start && pt.T <= ph.to {
+			pts = append(pts, pt)
+		}
+	}
+	var all float64
+	for _, pt := range pts {
+		all += min(pt.Offered, pt.Capacity)
+	}
+	k := 3
+	if len(pts) > 0 && all > 0 {
+		k = max(k, int(math.Ceil(50/(all/float64(len(pts))))))
+	}
+	for i := 0; i+k <= len(pts); i++ {
+		var good, achievable float64
+		for _, pt := range pts[i : i+k] {
+			good += pt.Goodput
+			achievable += min(pt.Offered, pt.Capacity)
+		}
+		if good >= 0.95*achievable {
+			return pts[i].T - ph.start
+		}
+	}
+	return ph.to - ph.start
 }
 
 // runBars runs every bar file over every seed, the files in parallel, and
@@ -265,11 +305,15 @@ func TestAdaptiveBars(t *testing.T) {
 	names, out := runBars(t)
 	pols := barPolicies(1)
 	var b strings.Builder
-	fmt.Fprintf(&b, "| scenario | policy | goodput (worst phase) | in flight / workers | admitted p50 / no-load p50 | p50 from send | admitted timed out | rejected below 0.8×: learning | after a change | rejection p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| scenario | policy | goodput (worst phase) | in flight / workers | admitted p50 / no-load p50 | p50 from send | admitted timed out | rejected below 0.8×: learning | after a change | goodput back after a change | rejection p99 |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range names {
 		for i, f := range out[name] {
-			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f | %.2f | %.2f | %.2f%% | %d | %d | %v |\n",
-				name, pols[i].Label(), 100*f.goodput, f.inFlight, f.p50, f.sentP50, 100*f.timeouts, f.rejectsLearn, f.rejectsAfter, f.rejectP99.Round(time.Millisecond))
+			settle := "—" // no change to follow
+			if f.settle > 0 {
+				settle = f.settle.String()
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f | %.2f | %.2f | %.2f%% | %d | %d | %s | %v |\n",
+				name, pols[i].Label(), 100*f.goodput, f.inFlight, f.p50, f.sentP50, 100*f.timeouts, f.rejectsLearn, f.rejectsAfter, settle, f.rejectP99.Round(time.Millisecond))
 		}
 	}
 	t.Log("\n" + b.String())
@@ -281,8 +325,13 @@ func TestAdaptiveBars(t *testing.T) {
 
 	// What Little holds on every file (see docs/simulations.md for the bars
 	// it misses): the issue asks 97%, 1.25 ×, 1.3 × and no rejection.
-	for _, name := range names {
+	for i, name := range names {
 		little, g2 := out[name][0], out[name][2]
+		// The time the phases allow it to converge is the time stated
+		// for following a change: hold it.
+		if little.settle > barFiles[i].converge {
+			t.Errorf("%s: little's goodput came back %v after a change, want within the %v the phases allow", name, little.settle, barFiles[i].converge)
+		}
 		if g2.goodput < 0.95 {
 			// Gradient2 holding less where it loses goodput is no bar.
 			g2.inFlight, g2.p50 = math.Inf(1), math.Inf(1)
