@@ -140,12 +140,12 @@ func phases(s sim.Scenario, converge, window time.Duration) []phase {
 		// The schedule's rate, not the arrivals': which side of a bar a
 		// phase falls on must not turn on the Poisson draw of a seed.
 		const step = 100 * time.Millisecond
-		var sum float64
+		var sum, n float64
 		for t := at + step/2; t < p.to; t += step {
 			sum += s.Load.RateAt(t)
-			p.offered++
+			n++
 		}
-		p.offered = sum / p.offered
+		p.offered = sum / n
 		ps = append(ps, p)
 	}
 	return ps
