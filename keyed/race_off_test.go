@@ -1,0 +1,5 @@
+//go:build !race
+
+package keyed_test
+
+const raceOn = false
