@@ -107,8 +107,8 @@ func TestBucketsEvictOnlyFullBuckets(t *testing.T) {
 
 // A million distinct keys (100,000, ten times the cap, with -short or
 // -race) at one instant get MaxKeys fresh buckets and the overflow bucket's
-// burst, nothing more: rotating keys buys an attacker
-// nothing once the cap is reached, and memory stays bounded.
+// burst, nothing more: rotating keys buys an attacker nothing once the cap
+// is reached, and memory stays bounded.
 func TestBucketsFloodIsBounded(t *testing.T) {
 	flood := 1_000_000
 	if testing.Short() || raceOn {

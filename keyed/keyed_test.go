@@ -271,8 +271,8 @@ func TestConcurrentChurn(t *testing.T) {
 }
 
 // A flood of a million distinct keys (100,000, ten times the cap, with
-// -short or -race) never holds more than MaxKeys, and the
-// heap it leaves behind is bounded by the cap, not by the flood.
+// -short or -race) never holds more than MaxKeys, and the heap it leaves
+// behind is bounded by the cap, not by the flood.
 func TestFloodOfDistinctKeysStaysBounded(t *testing.T) {
 	flood := 1_000_000
 	if testing.Short() || raceOn {
