@@ -80,8 +80,8 @@ type LittleConfig struct {
 // window shows a queue; the cut that follows is not taken for a slower
 // service (see checkCut), as the queue the growth let in is still at the
 // service. After the first, such a window closes as soon as 64 successes
-// show it (see held). Such a window comes now and then from a limit at the service's
-// concurrency, whose latency reads low by the noise: one step of
+// show it (see held). Such a window comes now and then from a limit at the
+// service's concurrency, whose latency reads low by the noise: one step of
 // (1 + Headroom) from there is where the limit aims anyway, and knownAt
 // bounds it. Without a queue, Waiting is 0 and only the latency counts.
 //
@@ -357,7 +357,7 @@ func (l *Little) close(now time.Time) {
 		}
 		l.checkCut(w.lat, inFlight)
 	}
-	l.learn(now, w.lat, w.known)
+	l.learn(w.lat, w.known)
 	if float64(w.maxInFlight) < l.limit-1 {
 		return // the limit is not in use: the latency says nothing about it
 	}
@@ -464,7 +464,7 @@ func (l *Little) probe(latency float64) {
 // learn updates noLoad and knownAt from the closed window's latencies (win,
 // and known: those that started at knownAt/2 in flight or fewer) and the
 // pooled evidence (see the type's doc).
-func (l *Little) learn(now time.Time, win, known stat) {
+func (l *Little) learn(win, known stat) {
 	l.last = win.mean()
 	if win.mean()+2*win.se() < l.noLoad*(1-l.headroom) {
 		// Faster, queue included: the service sped up, if the next

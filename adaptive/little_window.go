@@ -50,10 +50,11 @@ const (
 	littleRush = 4
 	// littleRushAfter is how many windows in a row must show the limit
 	// holding demand back (see Little) before it grows undamped. One: each
-	// window of waiting sheds what the queue cannot hold (3 cost 180
-	// rejections over the five seeds of workers-lost, 1 costs 63), and a
-	// limit at the service's concurrency that reads low by the noise
-	// grows one step of (1 + Headroom), to where it aims anyway.
+	// window of waiting sheds what the queue cannot hold (after workers-
+	// lost's workers return, 3 cost 536 rejections over the five seeds of
+	// TestAdaptiveBars, 1 costs 481), and a limit at the service's
+	// concurrency that reads low by the noise grows one step of
+	// (1 + Headroom), to where it aims anyway.
 	littleRushAfter = 1
 	// littleWaited is the share of a window's successes that must have
 	// been released with requests waiting for a permit.

@@ -132,8 +132,8 @@ func (m *metrics) forget(route string) {
 // liveCollector reads the serving config's limiters at each scrape, so
 // that a reload needs no registration: the promsluice collectors of every
 // policy (limiter="POLICY/PART") and every store (store="NAME"), and the
-// httplimit counters of every route. It describes nothing (an unchecked collector), since the set
-// changes with the config.
+// httplimit counters of every route. It describes nothing (an unchecked
+// collector), since the set changes with the config.
 type liveCollector struct {
 	m       *metrics
 	current func() *state
