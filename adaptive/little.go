@@ -85,14 +85,24 @@ type LittleConfig struct {
 // (1 + Headroom) from there is where the limit aims anyway, and knownAt
 // bounds it. Without a queue, Waiting is 0 and only the latency counts.
 //
-// An unused limit (in flight never reached it) does not move. A window in
-// which more than a tenth of the samples were Dropped multiplies it by
-// Backoff, or by twice the share that succeeded when that is less (at
-// most halving): a drop now and then is the service's own tail, and
+// An unused limit (in flight never reached it) does not grow, and the
+// latency moves it only down: a queue beyond a window's noise at the in
+// flight demand brought says the service runs inFlight/(1 + q) at once,
+// and the limit is cut to that × (1 + Headroom), as if it had been in use.
+// A window in which more than a tenth of the samples were Dropped
+// multiplies the limit by Backoff, or by twice the share that succeeded
+// when that is less (at most halving); an unused limit is first brought
+// down to the window's highest in flight, which is what lost them (seed
+// 003's slowdown comes with 10 in flight under a limit of 20: cutting 20
+// to 18 changed nothing for 10 s while the service's queue timed its
+// requests out). A drop now and then is the service's own tail, and
 // backing off for each would hold the limit below capacity. Growth then
 // slows to an eighth of a request per window from one below the limit
-// that lost them: for a service of a few workers whose clients' deadline
-// is close to its latency, one request too many is a loss each time.
+// that lost them, and halves again for each loss in a row at the same
+// limit (down to a 32nd): for a service of a few workers whose clients'
+// deadline is close to its latency, one request too many is a loss each
+// time, and a service that lost at 8 the last three times will most
+// likely lose at 8 again.
 //
 // noLoad is learned from live traffic: never by pinning the limit low to
 // measure it, which sheds healthy requests (envoyproxy/envoy#8337), and
@@ -176,6 +186,9 @@ type Little struct {
 	// ceiling is the limit Dropped samples last cut, 0 once the limit
 	// grew past it.
 	ceiling float64
+	// lost counts the drop cuts in a row at the same ceiling: each
+	// halves the growth near it (see littleProbeSlow).
+	lost int
 
 	// constant reports that the last window of littleFew successes or
 	// more had a standard deviation within 5% of its mean: a window of
@@ -308,8 +321,19 @@ func (l *Little) close(now time.Time) {
 		// by the share dropped when more (at most by half).
 		l.cut = dropCut(now)
 		ok := w.lat.n / (w.lat.n + w.drops)
-		l.ceiling = l.limit
-		l.limit = l.bounds.clamp(l.limit * max(min(l.backoff, 2*ok), 0.5))
+		// From the in flight that lost them, when the limit was not in
+		// use: cutting a limit demand never reached changes nothing.
+		from := l.limit
+		if m := float64(w.maxInFlight); m < l.limit-1 {
+			from = m
+		}
+		if l.ceiling > 0 && math.Abs(from-l.ceiling) < 1 {
+			l.lost = min(l.lost+1, littleProbeSlow)
+		} else {
+			l.lost = 0
+		}
+		l.ceiling = from
+		l.limit = l.bounds.clamp(from * max(min(l.backoff, 2*ok), 0.5))
 		return
 	}
 	if w.lat.n == 0 {
@@ -358,9 +382,6 @@ func (l *Little) close(now time.Time) {
 		l.checkCut(w.lat, inFlight)
 	}
 	l.learn(w.lat, w.known)
-	if float64(w.maxInFlight) < l.limit-1 {
-		return // the limit is not in use: the latency says nothing about it
-	}
 	q := latency/l.noLoad - 1
 	if inFlight <= l.knownAt/2 {
 		// Too few in flight to queue: what is above noLoad is noise, or a
@@ -368,6 +389,16 @@ func (l *Little) close(now time.Time) {
 		q = min(q, 0)
 	}
 	f := min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom)
+	if float64(w.maxInFlight) < l.limit-1 {
+		// The limit is not in use: the latency says nothing about it,
+		// unless it shows a queue beyond the noise at the in flight
+		// demand brought, which caps the service's concurrency there.
+		to := inFlight * f
+		if f >= 1/(1+l.headroom) || to >= l.limit || math.Abs(math.Log(f)) < littleNoise*w.lat.se()/latency {
+			return
+		}
+		f = to / l.limit
+	}
 	l.rushed = max(l.rushed-1, 0)
 	if l.heldBack() {
 		// Requests waited for a permit, with fewer in flight than the
@@ -412,7 +443,7 @@ func (l *Little) close(now time.Time) {
 		// request per window: a small service (a few workers, a deadline
 		// close to its latency) loses requests at each request too many,
 		// and probing there fast would lose them often.
-		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(8*l.limit)))
+		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(8*math.Ldexp(l.limit, l.lost))))
 		if l.limit*f > l.ceiling+1 {
 			l.ceiling = 0 // past it without a cut: the service grew
 		}

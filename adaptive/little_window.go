@@ -56,6 +56,10 @@ const (
 	// concurrency that reads low by the noise grows one step of
 	// (1 + Headroom), to where it aims anyway.
 	littleRushAfter = 1
+	// littleProbeSlow caps how many drop cuts in a row at the same
+	// ceiling halve the growth near it: from an eighth of a request per
+	// window down to a 32nd.
+	littleProbeSlow = 2
 	// littleWaited is the share of a window's successes that must have
 	// been released with requests waiting for a permit.
 	littleWaited = 0.9

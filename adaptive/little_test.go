@@ -1,0 +1,115 @@
+package adaptive
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// littleFeed drives a Little by hand: demand requests in flight, capped by
+// the limit, against a service of workers workers that answers in noLoad
+// while in flight ≤ workers. Above it, the requests past the workers are
+// Dropped (their client gave up in the service's queue), or with queue
+// set every request waits: noLoad × in flight / workers. Samples come at
+// the throughput the in flight and latency give.
+type littleFeed struct {
+	l       *Little
+	now     time.Time
+	noLoad  time.Duration
+	workers int
+	queue   bool
+	i       int
+}
+
+// run feeds samples for d, calling each(n) before each with the in flight.
+func (f *littleFeed) run(d time.Duration, demand int, each func(n int) bool) {
+	for end := f.now.Add(d); f.now.Before(end); f.i++ {
+		n := min(demand, f.l.Limit())
+		if each != nil && !each(n) {
+			return
+		}
+		latency := f.noLoad
+		s := Sample{Latency: latency, InFlight: n, Outcome: sluice.Success}
+		switch {
+		case n <= f.workers:
+		case f.queue:
+			latency = f.noLoad * time.Duration(n) / time.Duration(f.workers)
+			s.Latency = latency
+		case f.i%n < n-f.workers:
+			s = Sample{Latency: 2 * f.noLoad, InFlight: n, Outcome: sluice.Dropped}
+		}
+		f.now = f.now.Add(latency / time.Duration(n))
+		f.l.Observe(f.now, s)
+	}
+}
+
+// Seed 003's slowdown, where the limit is not in use when it comes: 5 in
+// flight under a limit of 20, then demand brings 10 to a service that
+// runs 7. The drops cut the limit from the 10 in flight that lost them,
+// not from the 20 no request reached: cutting that to 18 changes nothing,
+// and the service's queue goes on timing requests out.
+func TestLittleDropsCutFromTheInFlightWhenTheLimitIsUnused(t *testing.T) {
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
+	f.run(20*time.Second, 5, nil)
+	if l.NoLoadLatency() == 0 || l.Limit() != 20 {
+		t.Fatalf("after 20 s at 5 in flight: limit %d, noLoad %v; want the initial 20 and noLoad learned", l.Limit(), l.NoLoadLatency())
+	}
+	f.run(10*time.Second, 10, func(int) bool { return l.Limit() == 20 })
+	if got := l.Limit(); got > 9 {
+		t.Errorf("limit %d after the first window of drops at 10 in flight, want at most 0.9 × 10", got)
+	}
+}
+
+// The same without drops: the clients wait, and the queue shows in the
+// latency. A queue at 10 in flight says the service runs about 7 at once,
+// whatever the limit no request reached: the limit is cut to the
+// concurrency it shows (× (1 + Headroom)), not left at 20.
+func TestLittleQueueCutsAnUnusedLimit(t *testing.T) {
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7, queue: true}
+	f.run(20*time.Second, 5, nil)
+	f.run(10*time.Second, 10, func(int) bool { return l.Limit() == 20 })
+	if got := l.Limit(); got < 7 || got > 9 {
+		t.Errorf("limit %d after the first window with a queue at 10 in flight, want 7 × 1.15 (7 to 9)", got)
+	}
+}
+
+// A service of 7 workers whose clients give up on anything that queues:
+// every probe from 7 to 8 loses requests. Each loss at the same ceiling
+// halves the growth near it, so the losses come further and further apart
+// instead of once every eight windows for ever.
+func TestLittleProbesASameCeilingLessOften(t *testing.T) {
+	l, err := NewLittle(LittleConfig{InitialLimit: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
+	var losses []time.Time
+	prev := l.Limit()
+	f.run(2*time.Hour, 20, func(int) bool {
+		if lim := l.Limit(); lim < prev && prev > 7 {
+			losses = append(losses, f.now)
+		}
+		prev = l.Limit()
+		return len(losses) < 6
+	})
+	if len(losses) < 6 {
+		t.Fatalf("%d losses in two hours, want 6 (the limit probes past the 7 workers)", len(losses))
+	}
+	first, last := losses[1].Sub(losses[0]), losses[5].Sub(losses[4])
+	t.Logf("between the first two losses %v, between the last two %v", first, last)
+	// After the third loss the growth near 7 is a quarter of the first
+	// (a 32nd of a request per window, not an eighth); the windows of
+	// the loss itself and of the cut take as long as before.
+	if last < 3*first {
+		t.Errorf("losses %v apart at first and %v after five, want at least 3 times further apart", first, last)
+	}
+}
