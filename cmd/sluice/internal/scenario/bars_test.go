@@ -362,10 +362,11 @@ func TestAdaptiveBars(t *testing.T) {
 			t.Errorf("%s: little's admitted p50 is %.2f × the no-load p50, want <= 1.3 and <= gradient2's %.2f", name, little.p50, g2.p50)
 		}
 		// Seed 003's run includes the slowdown itself, when every request
-		// in flight at the origin outlives its client.
+		// in flight at the origin outlives its client until the first
+		// window after it closes: 11 of Little's 14 in the whole run.
 		maxTimeouts := 0.01
 		if name == "seed003-slowdown" {
-			maxTimeouts = 0.05
+			maxTimeouts = 0.02
 		}
 		if little.timeouts > maxTimeouts {
 			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= %.0f%%", name, 100*little.timeouts, 100*maxTimeouts)
