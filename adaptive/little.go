@@ -190,10 +190,13 @@ type Little struct {
 	// halves the growth near it (see littleProbeSlow).
 	lost int
 
-	// constant reports that the last window of littleFew successes or
-	// more had a standard deviation within 5% of its mean: a window of
-	// such a service may close with fewer.
-	constant bool
+	// constant reports that one of the last two windows of littleFew
+	// successes or more had a standard deviation within 5% of its mean
+	// (lastConstant: the last one): a window of such a service may close
+	// with fewer. Two, because the window that holds a change of a
+	// constant service mixes its two latencies, and without it the next
+	// window would wait 16 mean latencies (seed 003's slowdown: 29 s).
+	constant, lastConstant bool
 
 	win     littleWindow
 	known   stat // successes at <= knownAt/2 in flight, pooled
@@ -280,7 +283,8 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		length = time.Duration(w.lat.mean())
 	}
 	if w.lat.n >= littleFew {
-		l.constant = w.lat.se()*math.Sqrt(w.lat.n) <= 0.05*w.lat.mean()
+		c := w.lat.se()*math.Sqrt(w.lat.n) <= 0.05*w.lat.mean()
+		l.constant, l.lastConstant = c || l.lastConstant, c
 	}
 	*w = littleWindow{start: now, length: length, constant: l.constant}
 	return int(l.limit)

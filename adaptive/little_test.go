@@ -113,3 +113,33 @@ func TestLittleProbesASameCeilingLessOften(t *testing.T) {
 		t.Errorf("losses %v apart at first and %v after five, want at least 3 times further apart", first, last)
 	}
 }
+
+// Seed 003 in the small, started below the workers: a limit of 5 on a
+// constant service of 7 workers that slows from 1 s to 2 s. The window
+// that holds the change mixes 1 s and 2 s; the ones after it are
+// constant again, and must close as soon as a constant service's do (two
+// mean latencies), not after sixteen, or the limit that the slower
+// service's latency cuts stays cut for half a minute.
+func TestLittleFollowsAConstantServiceThatSlowed(t *testing.T) {
+	l, err := NewLittle(LittleConfig{InitialLimit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &littleFeed{l: l, now: epoch, noLoad: time.Second, workers: 7}
+	f.run(2*time.Minute, 5, nil)
+	f.noLoad = 2 * time.Second
+	slow := f.now
+	cut := false
+	f.run(5*time.Minute, 7, func(int) bool {
+		cut = cut || l.Limit() < 5
+		return !cut || l.Limit() < 7
+	})
+	if !cut {
+		t.Fatalf("the limit never fell below 5 after the slowdown; the test no longer tells what it should")
+	}
+	took := f.now.Sub(slow)
+	t.Logf("back to the 7 workers %v after the slowdown", took)
+	if took > 40*time.Second {
+		t.Errorf("back to the 7 workers %v after the slowdown, want within 40 s", took)
+	}
+}

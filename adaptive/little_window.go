@@ -22,8 +22,9 @@ type littleWindow struct {
 // firm: littleWindowMin successes with a standard error within 5% of the
 // mean, or littleWindowMax. A slow service sends few, so a window also
 // closes with littleFew after 16 mean latencies, or with littleFew/2 after
-// 2 if their mean is within 2% and the last window of littleFew or more
-// had a standard deviation within 5% of its mean (a constant service).
+// 2 if their mean is within 2% and one of the last two windows of
+// littleFew or more had a standard deviation within 5% of its mean (a
+// constant service; see Little.constant).
 // The first estimate takes 4 × littleEvidence successes by the same rule,
 // the evidence that raises knownAt 2 ×.
 const (
