@@ -111,7 +111,8 @@ type LittleConfig struct {
 //
 //   - the first estimate is the mean of a window of at least 256
 //     successes with a standard error within 5% (or 512), that lasted four
-//     mean latencies. If the limit held the traffic back during it (its
+//     mean latencies (for a constant service, 128 within 5% of each
+//     other over 32 mean latencies). If the limit held the traffic back during it (its
 //     mean in flight was 0.9 of the limit, or 0.8 with the limit reached
 //     and, behind a queue, half the successes leaving requests waiting),
 //     it may carry a queue the initial limit let in: the limit halves, and
@@ -270,11 +271,7 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	if !w.done(now) && !l.held(now) {
 		return int(l.limit)
 	}
-	if l.noLoad == 0 && !w.overloaded() &&
-		(!w.lat.firm(4*littleEvidence, littleWindowMax) || now.Sub(w.start) < 4*time.Duration(w.lat.mean())) {
-		// The first estimate judges everything after it: not from too
-		// few, and not too early (the first requests to finish are the
-		// fast ones).
+	if l.noLoad == 0 && !w.overloaded() && !w.first(now) {
 		return int(l.limit)
 	}
 	l.close(now)
