@@ -111,15 +111,15 @@ type LittleConfig struct {
 //
 //   - the first estimate is the mean of a window of at least 256
 //     successes with a standard error within 5% (or 512), that lasted four
-//     mean latencies (for a constant service, 128 within 5% of each
-//     other over 32 mean latencies). If the limit held the traffic back during it (its
-//     mean in flight was 0.9 of the limit, or 0.8 with the limit reached
-//     and, behind a queue, half the successes leaving requests waiting),
-//     it may carry a queue the initial limit let in: the limit halves, and
-//     goes on halving while the latency falls with it. The first halving
-//     after which it does not fall says the limit before it let in no
-//     queue worth the name: the limit goes back there, so that learning
-//     sheds nothing the service has room for;
+//     mean latencies (for a constant service, 128 within 5% of each other
+//     over 32 mean latencies). If the limit held the traffic back during
+//     it (its mean in flight was 0.9 of the limit, or 0.8 with the limit
+//     reached and, behind a queue, half the successes leaving requests
+//     waiting), it may carry a queue the initial limit let in: the limit
+//     halves, and goes on halving while the latency falls with it. The
+//     first halving after which it does not fall says the limit before it
+//     let in no queue worth the name: the limit goes back there, so that
+//     learning sheds nothing the service has room for;
 //   - knownAt is a concurrency at which latency is known to be noLoad; it
 //     starts at the first window's, and rises by an eighth when firm
 //     evidence from just above it is within Headroom/2 of noLoad, never
@@ -280,7 +280,7 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		length = time.Duration(w.lat.mean())
 	}
 	if w.lat.n >= littleFew {
-		c := w.lat.se()*math.Sqrt(w.lat.n) <= 0.05*w.lat.mean()
+		c := w.lat.sd() <= 0.05*w.lat.mean()
 		l.constant, l.lastConstant = c || l.lastConstant, c
 	}
 	*w = littleWindow{start: now, length: length, constant: l.constant}

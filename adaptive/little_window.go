@@ -94,7 +94,7 @@ func (w *littleWindow) done(now time.Time) bool {
 func (w *littleWindow) first(now time.Time) bool {
 	elapsed, mean := now.Sub(w.start), w.lat.mean()
 	return w.lat.firm(4*littleEvidence, littleWindowMax) && elapsed >= 4*time.Duration(mean) ||
-		w.lat.n >= 2*littleEvidence && elapsed >= 32*time.Duration(mean) && w.lat.se()*math.Sqrt(w.lat.n) <= 0.05*mean
+		w.lat.n >= 2*littleEvidence && elapsed >= 32*time.Duration(mean) && w.lat.sd() <= 0.05*mean
 }
 
 // overloaded reports whether more than a few of the window's samples
@@ -110,11 +110,14 @@ func (s *stat) add(x float64) { s.n++; s.sum += x; s.sumSq += x * x }
 func (s *stat) merge(o stat)  { s.n += o.n; s.sum += o.sum; s.sumSq += o.sumSq }
 func (s stat) mean() float64  { return s.sum / s.n }
 
-// se returns the standard error of the mean.
-func (s stat) se() float64 {
+// sd returns the standard deviation.
+func (s stat) sd() float64 {
 	m := s.mean()
-	return math.Sqrt(max(s.sumSq/s.n-m*m, 0) / s.n)
+	return math.Sqrt(max(s.sumSq/s.n-m*m, 0))
 }
+
+// se returns the standard error of the mean.
+func (s stat) se() float64 { return s.sd() / math.Sqrt(s.n) }
 
 // firm reports whether the mean is known well enough to act on: from at
 // least lo samples, a standard error within 5% of the mean, or hi samples
