@@ -23,13 +23,13 @@ type littleFeed struct {
 	i       int
 }
 
-// run feeds samples for d, calling each(n) before each with the in flight.
-func (f *littleFeed) run(d time.Duration, demand int, each func(n int) bool) {
+// run feeds samples for d, or until more returns false (nil: never).
+func (f *littleFeed) run(d time.Duration, demand int, more func() bool) {
 	for end := f.now.Add(d); f.now.Before(end); f.i++ {
-		n := min(demand, f.l.Limit())
-		if each != nil && !each(n) {
+		if more != nil && !more() {
 			return
 		}
+		n := min(demand, f.l.Limit())
 		latency := f.noLoad
 		s := Sample{Latency: latency, InFlight: n, Outcome: sluice.Success}
 		switch {
@@ -60,7 +60,7 @@ func TestLittleDropsCutFromTheInFlightWhenTheLimitIsUnused(t *testing.T) {
 	if l.NoLoadLatency() == 0 || l.Limit() != 20 {
 		t.Fatalf("after 20 s at 5 in flight: limit %d, noLoad %v; want the initial 20 and noLoad learned", l.Limit(), l.NoLoadLatency())
 	}
-	f.run(10*time.Second, 10, func(int) bool { return l.Limit() == 20 })
+	f.run(10*time.Second, 10, func() bool { return l.Limit() == 20 })
 	if got := l.Limit(); got > 9 {
 		t.Errorf("limit %d after the first window of drops at 10 in flight, want at most 0.9 × 10", got)
 	}
@@ -77,7 +77,7 @@ func TestLittleQueueCutsAnUnusedLimit(t *testing.T) {
 	}
 	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7, queue: true}
 	f.run(20*time.Second, 5, nil)
-	f.run(10*time.Second, 10, func(int) bool { return l.Limit() == 20 })
+	f.run(10*time.Second, 10, func() bool { return l.Limit() == 20 })
 	if got := l.Limit(); got < 7 || got > 9 {
 		t.Errorf("limit %d after the first window with a queue at 10 in flight, want 7 × 1.15 (7 to 9)", got)
 	}
@@ -95,7 +95,7 @@ func TestLittleProbesASameCeilingLessOften(t *testing.T) {
 	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
 	var losses []time.Time
 	prev := l.Limit()
-	f.run(2*time.Hour, 20, func(int) bool {
+	f.run(2*time.Hour, 20, func() bool {
 		if lim := l.Limit(); lim < prev && prev > 7 {
 			losses = append(losses, f.now)
 		}
@@ -131,7 +131,7 @@ func TestLittleFollowsAConstantServiceThatSlowed(t *testing.T) {
 	f.noLoad = 2 * time.Second
 	slow := f.now
 	cut := false
-	f.run(5*time.Minute, 7, func(int) bool {
+	f.run(5*time.Minute, 7, func() bool {
 		cut = cut || l.Limit() < 5
 		return !cut || l.Limit() < 7
 	})
@@ -157,7 +157,7 @@ func TestLittleFirstEstimateOfAConstantService(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &littleFeed{l: l, now: epoch, noLoad: time.Second, workers: 7}
-	f.run(time.Minute, 5, func(int) bool { return l.NoLoadLatency() == 0 })
+	f.run(time.Minute, 5, func() bool { return l.NoLoadLatency() == 0 })
 	if took := f.now.Sub(epoch); l.NoLoadLatency() != time.Second || took > 35*time.Second {
 		t.Errorf("first no-load estimate %v after %v, want 1s within 35 s", l.NoLoadLatency(), took)
 	}
