@@ -280,7 +280,7 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		length = time.Duration(w.lat.mean())
 	}
 	if w.lat.n >= littleFew {
-		c := w.lat.sd() <= 0.05*w.lat.mean()
+		c := w.lat.tight()
 		l.constant, l.lastConstant = c || l.lastConstant, c
 	}
 	*w = littleWindow{start: now, length: length, constant: l.constant}
@@ -325,8 +325,8 @@ func (l *Little) close(now time.Time) {
 		// From the in flight that lost them, when the limit was not in
 		// use: cutting a limit demand never reached changes nothing.
 		from := l.limit
-		if m := float64(w.maxInFlight); m < l.limit-1 {
-			from = m
+		if w.unused(l.limit) {
+			from = float64(w.maxInFlight)
 		}
 		if l.ceiling > 0 && math.Abs(from-l.ceiling) < 1 {
 			l.lost = min(l.lost+1, littleProbeSlow)
@@ -390,15 +390,15 @@ func (l *Little) close(now time.Time) {
 		q = min(q, 0)
 	}
 	f := min(max((1+l.headroom)/(1+q), 0.5), 1+l.headroom)
-	if float64(w.maxInFlight) < l.limit-1 {
-		// The limit is not in use: the latency says nothing about it,
-		// unless it shows a queue beyond the noise at the in flight
-		// demand brought, which caps the service's concurrency there.
-		to := inFlight * f
-		if f >= 1/(1+l.headroom) || to >= l.limit || math.Abs(math.Log(f)) < littleNoise*w.lat.se()/latency {
+	if w.unused(l.limit) {
+		// The latency says nothing about a limit not in use, unless it
+		// shows a queue beyond the noise at the in flight demand brought,
+		// which caps the service's concurrency there (below the limit,
+		// as that in flight is).
+		if f >= 1/(1+l.headroom) || math.Abs(math.Log(f)) < littleNoise*w.lat.se()/latency {
 			return
 		}
-		f = to / l.limit
+		f = inFlight * f / l.limit
 	}
 	l.rushed = max(l.rushed-1, 0)
 	if l.heldBack() {

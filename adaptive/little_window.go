@@ -94,8 +94,12 @@ func (w *littleWindow) done(now time.Time) bool {
 func (w *littleWindow) first(now time.Time) bool {
 	elapsed, mean := now.Sub(w.start), w.lat.mean()
 	return w.lat.firm(4*littleEvidence, littleWindowMax) && elapsed >= 4*time.Duration(mean) ||
-		w.lat.n >= 2*littleEvidence && elapsed >= 32*time.Duration(mean) && w.lat.sd() <= 0.05*mean
+		w.lat.n >= 2*littleEvidence && elapsed >= 32*time.Duration(mean) && w.lat.tight()
 }
+
+// unused reports whether the window's in flight never reached limit: a
+// limit not in use, which the latency cannot judge.
+func (w *littleWindow) unused(limit float64) bool { return float64(w.maxInFlight) < limit-1 }
 
 // overloaded reports whether more than a few of the window's samples
 // were Dropped (see littleDropShare).
@@ -115,6 +119,10 @@ func (s stat) sd() float64 {
 	m := s.mean()
 	return math.Sqrt(max(s.sumSq/s.n-m*m, 0))
 }
+
+// tight reports whether every latency is within about 5% of the mean (a
+// standard deviation within 5%): a constant service.
+func (s stat) tight() bool { return s.sd() <= 0.05*s.mean() }
 
 // se returns the standard error of the mean.
 func (s stat) se() float64 { return s.sd() / math.Sqrt(s.n) }

@@ -72,8 +72,8 @@ return {1, rem, w, reset, g, 0}
 // gcraBatchScript is gcraScript for any number of buckets, so that
 // concurrent decisions share one script call (Redis spends about as much
 // on calling a script as on one decision), with no Lua function or Lua
-// pcall per key (redis.pcall isolates a key's error): KEYS[i] is a bucket, and
-// ARGV[5i-4..5i] its arguments, as gcraScript's. A key may come twice:
+// pcall per key (redis.pcall isolates a key's error): KEYS[i] is a
+// bucket, and ARGV[5i-4..5i] its arguments, as gcraScript's. A key may come twice:
 // the decisions run in order. Reply: an array with, per key, gcraScript's
 // reply or the error of that key alone (a key holding another type, a
 // full Redis).

@@ -15,8 +15,9 @@ import (
 // BenchmarkServe is the cost the proxy adds to a request, in process: a
 // bare httputil.ReverseProxy with the same transport settings, the sluice
 // proxy without a policy, and with a per-IP bucket and an adaptive limit
-// (on_client_gone: wait, the default, and cancel), each in front of the same trivial upstream on loopback. The wrk run of
-// benchrig/run.sh measures the same through sockets.
+// (on_client_gone: wait, the default, and cancel), each in front of the
+// same trivial upstream on loopback. The wrk run of benchrig/run.sh
+// measures the same through sockets.
 func BenchmarkServe(b *testing.B) {
 	up := benchUpstream(b)
 	u, _ := url.Parse(up)
