@@ -53,7 +53,8 @@ const (
 	// holding demand back (see Little) before it grows undamped. One: each
 	// window of waiting sheds what the queue cannot hold (after workers-
 	// lost's workers return, 3 cost 536 rejections over the five seeds of
-	// TestAdaptiveBars, 1 costs 481), and a limit at the service's
+	// TestAdaptiveBars, 1 costs 481, 264 since the first window closes
+	// early; see Little.held), and a limit at the service's
 	// concurrency that reads low by the noise grows one step of
 	// (1 + Headroom), to where it aims anyway.
 	littleRushAfter = 1

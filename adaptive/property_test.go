@@ -135,8 +135,12 @@ func TestLittleLearnsASlowerService(t *testing.T) {
 // Little cuts to about 11; then they come back, and the latency is 20 ms
 // again at the limit. If requests wait in the limiter's queue meanwhile
 // (Sample.Waiting), the limit, not the service, holds them back: Little
-// must grow back to 16 at least twice as fast as from the latency alone,
-// whose windows read the same at the service's concurrency and below it.
+// must grow back to 16 at least six times as fast as from the latency
+// alone, whose windows read the same at the service's concurrency and
+// below it. Six, because the first window that shows requests held back
+// closes on 64 successes when the in flight is below knownAt by more than
+// Headroom (see Little.held): waiting for a firm mean, as it did before,
+// took 340 ms against 1.96 s.
 func TestLittleGrowsBackFastWhenRequestsWait(t *testing.T) {
 	const noLoad = 20 * time.Millisecond
 	took := map[int]time.Duration{}
@@ -177,7 +181,7 @@ func TestLittleGrowsBackFastWhenRequestsWait(t *testing.T) {
 		took[waiting] = now.Sub(back)
 	}
 	t.Logf("back to 16 in %v from the latency alone, %v with requests waiting", took[0], took[10])
-	if took[10] > took[0]/2 {
-		t.Errorf("with requests waiting the limit took %v to grow back, want at most half of %v", took[10], took[0])
+	if took[10] > took[0]/6 {
+		t.Errorf("with requests waiting the limit took %v to grow back, want at most a sixth of %v", took[10], took[0])
 	}
 }

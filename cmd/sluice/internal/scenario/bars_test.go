@@ -371,19 +371,21 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.timeouts > maxTimeouts {
 			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= %.0f%%", name, 100*little.timeouts, 100*maxTimeouts)
 		}
-		if w := out[name][at("little+wait4")]; w.goodput < 0.94 || w.rejectP99 > little.rejectP99 {
+		// No slower to the histogram's precision (3 significant digits):
+		// on capacity-drop both answer their p99 at the clients' deadline.
+		if w := out[name][at("little+wait4")]; w.goodput < 0.94 || w.rejectP99 > little.rejectP99+little.rejectP99/1000 {
 			t.Errorf("%s: little+wait4 has %.1f%% of the achievable goodput and rejects in %v at p99, want >= 94%% and no slower than little's %v", name, 100*w.goodput, w.rejectP99, little.rejectP99)
 		}
 		// The issue asks 0 while learning, which holds. After a change
 		// it is not met: the limit grows back only once a window's
-		// latency tells it from one at the service's concurrency, about
-		// half a second on workers-lost (docs/simulations.md); this
+		// latency tells it from one at the service's concurrency,
+		// a few tenths of a second on workers-lost (docs/simulations.md); this
 		// guards what it is today.
 		if little.rejectsLearn > 0 {
 			t.Errorf("%s: little rejected %d requests while learning, in phases offered at most 0.8 × capacity, want 0", name, little.rejectsLearn)
 		}
-		if little.rejectsAfter > 120*int64(len(barSeeds)) {
-			t.Errorf("%s: little rejected %d requests after a change, in phases offered at most 0.8 × capacity, want <= %d (120 a seed)", name, little.rejectsAfter, 120*len(barSeeds))
+		if little.rejectsAfter > 60*int64(len(barSeeds)) {
+			t.Errorf("%s: little rejected %d requests after a change, in phases offered at most 0.8 × capacity, want <= %d (60 a seed)", name, little.rejectsAfter, 60*len(barSeeds))
 		}
 	}
 }
