@@ -378,9 +378,9 @@ func TestAdaptiveBars(t *testing.T) {
 		}
 		// The issue asks 0 while learning, which holds. After a change
 		// it is not met: the limit grows back only once a window's
-		// latency tells it from one at the service's concurrency,
-		// a few tenths of a second on workers-lost (docs/simulations.md); this
-		// guards what it is today.
+		// latency tells it from one at the service's concurrency, a
+		// few tenths of a second on workers-lost (docs/simulations.md);
+		// this guards what it is today.
 		if little.rejectsLearn > 0 {
 			t.Errorf("%s: little rejected %d requests while learning, in phases offered at most 0.8 × capacity, want 0", name, little.rejectsLearn)
 		}
