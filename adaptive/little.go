@@ -84,7 +84,8 @@ type LittleConfig struct {
 // successes show it (see held). Such a window comes now and then from a
 // limit at the service's concurrency, whose latency reads low by the
 // noise: one step of (1 + Headroom) from there is where the limit aims
-// anyway, and knownAt bounds it. Without a queue, Waiting is 0 and only the latency counts.
+// anyway, and knownAt bounds it. Without a queue, Waiting is 0 and only
+// the latency counts.
 //
 // An unused limit (in flight never reached it) does not grow, and the
 // latency moves it only down: a queue beyond a window's noise at the in
