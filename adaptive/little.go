@@ -44,8 +44,9 @@ type LittleConfig struct {
 // (concurrency.Config{Discipline: LIFO, MaxQueue: 50, MaxWaitServices: 4}),
 // unless you know better. The queue keeps a request ready for each worker
 // that frees, so a limit near the workers costs no throughput; LIFO serves
-// the freshest, and the bound tells the oldest no in a few service times
-// instead of at their own deadline.
+// the freshest, and once the queue stands (overload) the bound tells the
+// oldest no in a few service times instead of at their own deadline,
+// while a burst the limit can drain is served.
 //
 // Once per window (at least one mean latency, and enough successes that
 // their mean is known within about 5%; for a service whose latencies are

@@ -111,8 +111,12 @@ type Config struct {
 	MaxWait time.Duration
 	// MaxWaitServices, when positive, also bounds the wait in the queue to
 	// that many mean service times (the mean time a permit is held, as
-	// the limiter measures it from released permits): past it the caller
-	// is rejected with sluice.ReasonQueueTimeout. It scales with the
+	// the limiter measures it from released permits) once the queue
+	// stands: past it the caller is rejected with
+	// sluice.ReasonQueueTimeout. As in CoDel, a queue stands when it has
+	// not been empty for four times the bound; until then a waiter may
+	// stay until four times the bound from when the queue last filled, so
+	// a burst the limit can drain is served, not shed. It scales with the
 	// service, so a limit whose service time is not known in advance (an
 	// Algorithm's) gets a wait bound anyway: LIFO otherwise leaves its
 	// oldest waiters waiting until their own deadline, to be rejected

@@ -132,16 +132,22 @@ func TestCoreDisciplines(t *testing.T) {
 				s.release(70, 1)
 			},
 			"0:a+ 10:b? 20:c? 60:b-queue_timeout 69:c+"},
-		{"max wait in service times: none before a latency, then k mean service times", Config{Limit: 1, MaxQueue: 5, Discipline: LIFO, MaxWaitServices: 2},
+		{"max wait in service times: none before a latency, then k mean service times at a standing queue", Config{Limit: 1, MaxQueue: 5, Discipline: LIFO, MaxWaitServices: 2},
 			func(s *script) {
 				s.arrive(0, "a", 0)
 				s.arrive(1, "b", 0)  // no latency seen yet: no bound
 				s.release(10, 10)    // mean service time 10 ms
-				s.arrive(12, "c", 0) // may wait 2 × 10 ms
-				s.expire(31)
-				s.expire(32)
+				s.arrive(12, "c", 0) // starts a burst: until 12 + 4 × 2 × 10 ms
+				s.arrive(80, "d", 0) // 80 + 2 × 10 ms is later than the burst's 92
+				s.expire(91)
+				s.expire(92)
+				s.arrive(95, "e", 0) // the queue has stood since 12: 2 × 10 ms
+				s.expire(99)
+				s.expire(100)
+				s.expire(114)
+				s.expire(115)
 			},
-			"0:a+ 1:b? 10:b+ 12:c? 32:c-queue_timeout"},
+			"0:a+ 1:b? 10:b+ 12:c? 80:d? 92:c-queue_timeout 95:e? 100:d-queue_timeout 115:e-queue_timeout"},
 		{"max wait in service times: MaxWait shorter wins", Config{Limit: 1, MaxQueue: 5, MaxWait: 5 * time.Millisecond, MaxWaitServices: 2},
 			func(s *script) {
 				s.arrive(0, "a", 0)

@@ -23,7 +23,8 @@
 // that serves FIFO while the queue drains and LIFO once a standing queue has
 // formed. Every discipline is bounded by MaxQueue, MaxWait and MaxWaitServices
 // (a wait of so many mean service times, for a limit whose service time
-// is not known in advance), and rejects at
+// is not known in advance, once the queue stands: CoDel's rule with an
+// interval of four times the bound), and rejects at
 // once a caller whose deadline is sooner than the wait it faces (see Core for
 // the estimator); a waiter whose deadline is less than the mean time a permit
 // is held away when a permit frees for it is passed over (ReasonDeadline):

@@ -151,9 +151,10 @@ func newServer(o options, trusted []string) (*server, error) {
 	// count (which the server is not told) from latency and throughput,
 	// plus 15% (its Headroom) for a small queue. A short LIFO queue in
 	// front keeps a request ready for each worker that frees and serves
-	// the freshest; a waiter left four mean service times is told no
-	// (MaxWaitServices: the bound follows the backend's speed, which the
-	// server is not told either).
+	// the freshest; once the queue stands, a waiter left four mean service
+	// times is told no (MaxWaitServices: the bound follows the backend's
+	// speed, which the server is not told either; a burst gets four times
+	// that).
 	alg, err := adaptive.NewLittle(adaptive.LittleConfig{MaxLimit: 200})
 	if err != nil {
 		return nil, err

@@ -371,10 +371,18 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.timeouts > maxTimeouts {
 			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= %.0f%%", name, 100*little.timeouts, 100*maxTimeouts)
 		}
-		// No slower to the histogram's precision (3 significant digits):
-		// on capacity-drop both answer their p99 at the clients' deadline.
-		if w := out[name][at("little+wait4")]; w.goodput < 0.94 || w.rejectP99 > little.rejectP99+little.rejectP99/1000 {
+		// No slower, within 5%: on capacity-drop both answer their p99
+		// at the clients' deadline, on overload-steps' 10x both at a full
+		// queue's eviction (50 and 51 ms).
+		w := out[name][at("little+wait4")]
+		if w.goodput < 0.94 || w.rejectP99 > little.rejectP99+little.rejectP99/20 {
 			t.Errorf("%s: little+wait4 has %.1f%% of the achievable goodput and rejects in %v at p99, want >= 94%% and no slower than little's %v", name, 100*w.goodput, w.rejectP99, little.rejectP99)
+		}
+		// The bound holds a standing queue to four service times, and
+		// lets a burst that drains wait four times that: below capacity
+		// nothing is shed while learning, as without the bound.
+		if w.rejectsLearn > 0 {
+			t.Errorf("%s: little+wait4 rejected %d requests while learning, in phases offered at most 0.8 × capacity, want 0", name, w.rejectsLearn)
 		}
 		// The issue asks 0 while learning, which holds. After a change
 		// it is not met: the limit grows back only once a window's
