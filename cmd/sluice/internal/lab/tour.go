@@ -56,8 +56,9 @@ type Experiment struct {
 // simulator and the library use when none is named (so the tour follows
 // the recommendation when it changes), behind the short LIFO queue that
 // package adaptive recommends with it, whose wait is bounded to four mean
-// service times: without the bound LIFO's oldest waiters wait until their
-// client gives up (seconds, on seed 000) to be rejected then.
+// service times once the queue stands (a burst may wait four times that):
+// without the bound LIFO's oldest waiters wait until their client gives up
+// (seconds, on seed 000) to be rejected then.
 var recommended = sim.AdaptivePolicy{Name: "adaptive", QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4}}
 
 // Tour returns the seeds' experiments that `sluice lab` runs without
