@@ -115,7 +115,7 @@ type Config struct {
 	// stands: past it the caller is rejected with
 	// sluice.ReasonQueueTimeout. As in CoDel, a queue stands when it has
 	// not been empty for four times the bound; until then a waiter may
-	// stay until four times the bound from when the queue last filled, so
+	// stay until four times the bound after the queue was last empty, so
 	// a burst the limit can drain is served, not shed. It scales with the
 	// service, so a limit whose service time is not known in advance (an
 	// Algorithm's) gets a wait bound anyway: LIFO otherwise leaves its
