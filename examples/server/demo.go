@@ -148,6 +148,18 @@ func report(out io.Writer, groups []*group, s *server) {
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "outcomes: success=%d dropped=%d ignored=%d; adaptive concurrency limit now %.0f, no-load latency %v\n",
 		st.Succeeded, st.Dropped, st.Ignored, s.global.Stats().Limit, s.alg.NoLoadLatency().Round(time.Millisecond/10))
+	// The first half of the run includes the limit's learning from its
+	// initial 20, which lets a queue form at the backend: the second
+	// half shows where it settled.
+	b := s.backend
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	late := slices.Sorted(slices.Values(b.took[len(b.took)/2:]))
+	slices.Sort(b.took)
+	fmt.Fprintf(out, "backend: %d workers x %v of work; time admitted requests spent in it (waiting for a worker, then working):\n",
+		cap(b.workers), b.work)
+	fmt.Fprintf(out, "  whole run p50=%v p99=%v; second half p50=%v p99=%v\n",
+		quantile(b.took, 0.50), quantile(b.took, 0.99), quantile(late, 0.50), quantile(late, 0.99))
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {

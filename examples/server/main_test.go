@@ -53,6 +53,9 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(out.String(), "adaptive concurrency limit now") {
 		t.Error("no middleware summary")
 	}
+	if !strings.Contains(out.String(), "second half p50=") {
+		t.Error("no backend summary")
+	}
 }
 
 func TestFlagErrors(t *testing.T) {
