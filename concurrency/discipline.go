@@ -60,7 +60,7 @@ func (c *Core) expiryFor(now int64) (int64, sluice.Reason) {
 	if c.cfg.MaxWaitServices > 0 && c.meanSvc > 0 {
 		e := int64(noDeadline)
 		if w := c.cfg.MaxWaitServices * float64(c.meanSvc); burstFactor*w < math.MaxInt64 {
-			e = max(satAdd(now, int64(w)), satAdd(c.nonEmptySince, int64(burstFactor*w)))
+			e = c.codelExpiry(now, int64(w), int64(burstFactor*w))
 		}
 		// The mean service time moves, but expiry must not decrease in
 		// arrival order (the head expires first): never before the
@@ -71,12 +71,19 @@ func (c *Core) expiryFor(now int64) (int64, sluice.Reason) {
 		exp = min(exp, e)
 	}
 	if c.cfg.Discipline == CoDel || c.cfg.Discipline == AdaptiveLIFO {
-		cd := max(satAdd(now, int64(c.cfg.CoDelTarget)), satAdd(c.nonEmptySince, int64(c.cfg.CoDelInterval)))
+		cd := c.codelExpiry(now, int64(c.cfg.CoDelTarget), int64(c.cfg.CoDelInterval))
 		if cd < exp {
 			exp, why = cd, sluice.ReasonShed
 		}
 	}
 	return exp, why
+}
+
+// codelExpiry is Fail at Scale's bound for a waiter arriving now (see
+// expiryFor): target once the queue has stood for interval, otherwise
+// until interval after it was last empty.
+func (c *Core) codelExpiry(now, target, interval int64) int64 {
+	return max(satAdd(now, target), satAdd(c.nonEmptySince, interval))
 }
 
 func satAdd(a, b int64) int64 {
