@@ -107,3 +107,21 @@ func TestLibraryConfigErrorIsWrapped(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// No config file, however broken, panics the parser or the build, and
+// every one that fails says where: a *yamlfile.Error.
+func FuzzConfig(f *testing.F) {
+	f.Add(goodConfig)
+	f.Add(strings.Replace(goodConfig, "adaptive: {}", "adaptive: {algorithm: little, initial_limit: 5, max_limit: 3}", 1))
+	f.Add(strings.Replace(goodConfig, "    rate:", "    key: \"header:X-Key\"\n    max_keys: 2\n    rate:", 1))
+	f.Add("listen: :8080\nroutes: [{upstream: 'http://127.0.0.1:1', timeout: 1ms}]\n")
+	f.Fuzz(func(t *testing.T, data string) {
+		c, err := ParseConfig("f.yaml", []byte(data))
+		if err == nil {
+			err = Check(c)
+		}
+		if err != nil && !errors.Is(err, yamlfile.ErrInvalid) {
+			t.Fatalf("%v does not match yamlfile.ErrInvalid", err)
+		}
+	})
+}
