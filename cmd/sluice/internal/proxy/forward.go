@@ -31,6 +31,14 @@ func newForwarding(ip ClientIPConfig) forwarding {
 // alone (ReverseProxy drops the inbound forwarding headers before Rewrite).
 func (f forwarding) rewrite(pr *httputil.ProxyRequest) {
 	peer, trusted := f.ip.Peer(pr.In)
+	if !trusted {
+		// ReverseProxy drops only the X-Forwarded-* and Forwarded
+		// headers: these other claims of a client address, from anyone
+		// but a trusted proxy, are the client's own choice too.
+		for _, h := range clientIPHeaders {
+			pr.Out.Header.Del(h)
+		}
+	}
 	if !peer.IsValid() {
 		return // SetXForwarded wrote nothing either
 	}
@@ -50,6 +58,11 @@ func (f forwarding) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Header.Set("Forwarded", elem)
 }
+
+// clientIPHeaders are the headers besides X-Forwarded-For and Forwarded
+// that CDNs and proxies use to pass the client's address on, and that
+// upstreams read (nginx's realip module, frameworks' client-IP helpers).
+var clientIPHeaders = []string{"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip", "X-Cluster-Client-Ip"}
 
 // forwardedNode writes an address as RFC 7239 wants it: IPv6 quoted and
 // in brackets.

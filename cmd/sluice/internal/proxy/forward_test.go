@@ -10,10 +10,14 @@ import (
 // headersEcho answers with the forwarding headers the upstream received.
 func headersEcho(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "xff=%q fwd=%q", r.Header.Get("X-Forwarded-For"), r.Header.Get("Forwarded"))
+	if v := r.Header.Get("X-Real-IP") + r.Header.Get("True-Client-IP"); v != "" {
+		fmt.Fprintf(w, " real=%q", v)
+	}
 }
 
 // A forged forwarding chain reaches the upstream only from a trusted
-// proxy; from anyone else it is replaced by the peer's address.
+// proxy; from anyone else it is replaced by the peer's address, and the
+// other client-address headers (X-Real-IP, True-Client-IP…) are removed.
 func TestForwardingChainOnlyFromTrustedPeers(t *testing.T) {
 	up := upstream(t, headersEcho)
 	for _, tc := range []struct {
@@ -21,17 +25,20 @@ func TestForwardingChainOnlyFromTrustedPeers(t *testing.T) {
 		want           string
 	}{
 		{"xff untrusted", `{}`, `xff="127.0.0.1" fwd=""`},
-		{"xff trusted", `{trusted_proxies: [127.0.0.1/32]}`, `xff="6.6.6.6, 127.0.0.1" fwd=""`},
+		{"xff trusted", `{trusted_proxies: [127.0.0.1/32]}`, `xff="6.6.6.6, 127.0.0.1" fwd="" real="6.6.6.66.6.6.6"`},
 		{"xff other trusted", `{trusted_proxies: [10.0.0.0/8]}`, `xff="127.0.0.1" fwd=""`},
 		{"forwarded untrusted", `{header: Forwarded}`, `xff="127.0.0.1" fwd="for=127.0.0.1;proto=http"`},
 		{"forwarded trusted", `{header: Forwarded, trusted_proxies: [127.0.0.0/8]}`,
-			`xff="6.6.6.6, 127.0.0.1" fwd="for=6.6.6.6, for=127.0.0.1;proto=http"`},
+			`xff="6.6.6.6, 127.0.0.1" fwd="for=6.6.6.6, for=127.0.0.1;proto=http" real="6.6.6.66.6.6.6"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := start(t, "client_ip: "+tc.clientIP+"\nroutes:\n  - name: api\n    upstream: UPSTREAM\n", up)
 			req := newReq(t, "GET", p.url+"/")
 			req.Header.Set("X-Forwarded-For", "6.6.6.6")
 			req.Header.Set("Forwarded", "for=6.6.6.6")
+			// Other client-address claims pass only from a trusted peer.
+			req.Header.Set("X-Real-IP", "6.6.6.6")
+			req.Header.Set("True-Client-IP", "6.6.6.6")
 			resp, body := get(t, client(t), req)
 			if resp.StatusCode != 200 || body != tc.want {
 				t.Errorf("upstream saw %d %s, want %s", resp.StatusCode, body, tc.want)
