@@ -2,6 +2,7 @@ package keyed
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,13 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 		return nil, invalid("BucketsConfig.Bucket.Burst", c.Burst, "must be >= 0")
 	case c.MaxWait < 0:
 		return nil, invalid("BucketsConfig.Bucket.MaxWait", c.MaxWait, "must be >= 0")
+	}
+	if err := rate.ValidFill(c.Rate, c.Burst); err != nil {
+		var ce *sluice.ConfigError
+		if errors.As(err, &ce) {
+			return nil, invalid("BucketsConfig.Bucket.Burst", c.Burst, ce.Allowed)
+		}
+		return nil, err
 	}
 	maxKeys, err := validMaxKeys("BucketsConfig", cfg.MaxKeys)
 	if err != nil {

@@ -34,6 +34,7 @@ func TestBucketsConfigErrors(t *testing.T) {
 		{"NaN rate", keyed.BucketsConfig{Bucket: rate.Config{Rate: math.NaN(), Burst: 1}}, "Bucket.Rate"},
 		{"negative burst", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: -1}}, "Bucket.Burst"},
 		{"negative MaxWait", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1, MaxWait: -1}}, "MaxWait"},
+		{"burst too long to fill", keyed.BucketsConfig{Bucket: rate.Config{Rate: 10, Burst: 2e10}}, "BucketsConfig.Bucket.Burst"},
 		{"negative MaxKeys", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: -1}, "MaxKeys"},
 		{"negative IdleTimeout", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, IdleTimeout: -1}, "IdleTimeout"},
 	} {

@@ -218,7 +218,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			// The word alone cannot pay n at once, the stripes may help:
 			// join them again (a setter's drain, exact) and decide anew.
 			// Leasing resumes on the next collision.
-			b.reconfigure(t, now == live, func(*Config) {})
+			_ = b.reconfigure(t, now == live, func(*Config) {}) // the same config: valid
 			if now == live {
 				t = clock.Nanos() // not before the new state's base
 			}

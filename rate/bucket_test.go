@@ -32,6 +32,9 @@ func TestNewBucketErrors(t *testing.T) {
 		{Config{Rate: math.Inf(-1)}, "Config.Rate"},
 		{Config{Rate: 1, Burst: -1}, "Config.Burst"},
 		{Config{Rate: 1, Burst: 1, MaxWait: -time.Second}, "Config.MaxWait"},
+		// Tokens back at 10/s, but 63 years to fill: it could not count
+		// its refill, and would never have refilled.
+		{Config{Rate: 10, Burst: 2e10}, "Config.Burst"},
 	}
 	for _, tt := range tests {
 		_, err := NewBucket(tt.cfg)
@@ -48,6 +51,18 @@ func TestNewBucketErrors(t *testing.T) {
 	}
 	if err := b.SetMaxWait(-1); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Errorf("SetMaxWait(-1) = %v", err)
+	}
+	if err := b.SetBurst(2e9); !errors.Is(err, sluice.ErrInvalidConfig) { // 63 years at 1/s
+		t.Errorf("SetBurst(2e9) at rate 1 = %v", err)
+	}
+	if err := b.SetRate(1e-9); err != nil { // burst 1: 31.7 years
+		t.Errorf("SetRate(1e-9) at burst 1 = %v", err)
+	}
+	if err := b.SetBurst(2); !errors.Is(err, sluice.ErrInvalidConfig) { // 63 years at 1e-9/s
+		t.Errorf("SetBurst(2) at rate 1e-9 = %v", err)
+	}
+	if err := b.SetRate(1); err != nil {
+		t.Fatal(err)
 	}
 	if got := b.Config(); got != (Config{Rate: 1, Burst: 1}) {
 		t.Errorf("a rejected setter changed the config: %+v", got)
@@ -359,5 +374,29 @@ func TestExtremeTimes(t *testing.T) {
 	}
 	if tk := b.TokensAt(time.Time{}); tk > 0 {
 		t.Fatalf("back at year 1: %v tokens", tk)
+	}
+}
+
+// A bucket that fills in just under MaxFill still refills at its rate.
+func TestLongFillRefills(t *testing.T) {
+	cfg := Config{Rate: 10, Burst: int(MaxFill.Seconds() * 10)}
+	b := mustBucket(t, cfg)
+	now := time.Unix(1_000_000, 0)
+	if !b.AllowAt(now, cfg.Burst) {
+		t.Fatal("a full bucket refused its burst")
+	}
+	if b.AllowAt(now, 1) {
+		t.Fatal("an empty bucket admitted")
+	}
+	if !b.AllowAt(now.Add(time.Second), 10) {
+		t.Error("an empty bucket of rate 10 did not admit 10 a second later")
+	}
+	if err := ValidFill(10, cfg.Burst+10); !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Errorf("ValidFill just past MaxFill = %v", err)
+	}
+	for _, ok := range []Config{{Rate: 1e-300, Burst: 2}, {Rate: 0, Burst: 1 << 40}, {Rate: Inf, Burst: 1 << 40}} {
+		if err := ValidFill(ok.Rate, ok.Burst); err != nil {
+			t.Errorf("ValidFill(%v, %d) = %v: never refilling within the horizon is exact", ok.Rate, ok.Burst, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package rate
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -19,8 +20,9 @@ type Config struct {
 	Rate float64
 	// Burst is the bucket's capacity: the most tokens available at once and
 	// the most a single request may take. A full bucket admits Burst events
-	// at once. 0 admits nothing unless Rate is Inf. Must not be negative.
-	// Default 0.
+	// at once. 0 admits nothing unless Rate is Inf. Must not be negative,
+	// nor take longer than MaxFill (36 years) to fill at Rate, unless Rate
+	// is slower than a token per MaxFill (see ValidFill). Default 0.
 	Burst int
 	// MaxWait bounds how long Wait, WaitN and Acquire wait for tokens: a
 	// request whose tokens come later is rejected at once with
@@ -36,7 +38,30 @@ func (c Config) validate() error {
 	if err := validBurst(c.Burst); err != nil {
 		return err
 	}
+	if err := ValidFill(c.Rate, c.Burst); err != nil {
+		return err
+	}
 	return validMaxWait(c.MaxWait)
+}
+
+// MaxFill is the longest an empty bucket can take to fill, Burst/Rate:
+// 2^60 ns, about 36.5 years, the time a bucket counts in its 60 bits. A
+// bucket that refills slower than one token per MaxFill is counted as one
+// that never refills (within its horizon it does not).
+const MaxFill = time.Duration(gcra.MaxTau)
+
+// ValidFill returns a *sluice.ConfigError on Config.Burst when a bucket of
+// burst at rate gets tokens back within MaxFill but takes longer than
+// MaxFill to fill: it could not count its refill (rate 10 with burst 2e10
+// would never refill).
+func ValidFill(rate float64, burst int) error {
+	horizon := MaxFill.Seconds()
+	if rate > 1/horizon && rate < math.MaxFloat64 && float64(burst)/rate > horizon {
+		return sluice.NewConfigError("rate", "Config.Burst", burst, fmt.Sprintf(
+			"at Rate %v/s takes %.4g years to fill; Burst/Rate must be at most MaxFill, %.4g years: lower Burst or raise Rate",
+			rate, float64(burst)/rate/(365.25*86400), horizon/(365.25*86400)))
+	}
+	return nil
 }
 
 // A bad field or setter argument is a *sluice.ConfigError (it matches
@@ -78,8 +103,7 @@ func (b *Bucket) SetRate(r float64) error {
 	if err := validRate(r); err != nil {
 		return err
 	}
-	b.reconfigure(0, true, func(c *Config) { c.Rate = r })
-	return nil
+	return b.reconfigure(0, true, func(c *Config) { c.Rate = r })
 }
 
 // SetRateAt is SetRate at time now: the new rate applies from now. Pass the
@@ -89,8 +113,7 @@ func (b *Bucket) SetRateAt(now time.Time, r float64) error {
 	if err := validRate(r); err != nil {
 		return err
 	}
-	b.reconfigure(at(now), false, func(c *Config) { c.Rate = r })
-	return nil
+	return b.reconfigure(at(now), false, func(c *Config) { c.Rate = r })
 }
 
 // SetBurst changes the burst at once. Tokens above the new burst are lost.
@@ -98,8 +121,7 @@ func (b *Bucket) SetBurst(n int) error {
 	if err := validBurst(n); err != nil {
 		return err
 	}
-	b.reconfigure(0, true, func(c *Config) { c.Burst = n })
-	return nil
+	return b.reconfigure(0, true, func(c *Config) { c.Burst = n })
 }
 
 // SetBurstAt is SetBurst at time now; see SetRateAt about now.
@@ -107,8 +129,7 @@ func (b *Bucket) SetBurstAt(now time.Time, n int) error {
 	if err := validBurst(n); err != nil {
 		return err
 	}
-	b.reconfigure(at(now), false, func(c *Config) { c.Burst = n })
-	return nil
+	return b.reconfigure(at(now), false, func(c *Config) { c.Burst = n })
 }
 
 // SetMaxWait changes Config.MaxWait for later waits.
@@ -116,15 +137,14 @@ func (b *Bucket) SetMaxWait(d time.Duration) error {
 	if err := validMaxWait(d); err != nil {
 		return err
 	}
-	b.reconfigure(0, true, func(c *Config) { c.MaxWait = d })
-	return nil
+	return b.reconfigure(0, true, func(c *Config) { c.MaxWait = d })
 }
 
 // reconfigure replaces the current state by one with the edited config,
 // carrying the tokens over at now (read from the clock under the lock when
 // live, so that a setter's time is as late as possible: clock reads that
 // raced ahead of it can only be a few nanoseconds later).
-func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) {
+func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if live {
@@ -133,6 +153,9 @@ func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) {
 	old, w := b.load()
 	cfg := Config{Rate: old.rate, Burst: int(old.burst), MaxWait: old.maxWait}
 	edit(&cfg)
+	if err := ValidFill(cfg.Rate, cfg.Burst); err != nil {
+		return err // with the other field as it is: nothing changes
+	}
 	s := &state{params: compile(cfg), base: now}
 	var parked int64 // tokens the old state's stripes held (lease.go)
 	if old != &zeroState {
@@ -151,6 +174,7 @@ func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) {
 	}
 	s.word.Store(s.FromTokens(tk, 0))
 	b.st.Store(s)
+	return nil
 }
 
 // rebase moves the base of s to now, keeping its word exactly.

@@ -191,6 +191,12 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, field, "body: "+err.Error()+` (want e.g. {"limit": 50} or {"rate": 100, "burst": 200})`)
 		return
 	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		// One JSON object and nothing after it: a body with more was
+		// not written for this API, and half of it must not apply.
+		writeError(w, http.StatusBadRequest, "body", `body: more than one JSON value (want one object, e.g. {"limit": 50})`)
+		return
+	}
 	if field, msg := p.checkChange(ch); field != "" {
 		writeError(w, http.StatusBadRequest, field, msg)
 		return
@@ -241,6 +247,20 @@ func (p *policy) checkChange(ch limitChange) (field, msg string) {
 	}
 	if ch.Burst != nil && (*ch.Burst < 1) {
 		return "burst", fmt.Sprintf("must be >= 1, got %d", *ch.Burst)
+	}
+	if ch.Rate != nil || ch.Burst != nil {
+		// The pair as it would be, checked as the file's is.
+		cur := p.bucket.Config()
+		r, b, f := cur.Rate, cur.Burst, "burst"
+		if ch.Burst != nil {
+			b = *ch.Burst
+		}
+		if ch.Rate != nil {
+			r, f = *ch.Rate, "rate"
+		}
+		if msg := fillError(r, b); msg != "" {
+			return f, msg
+		}
 	}
 	return "", ""
 }

@@ -77,14 +77,21 @@ func TestAdminLimits(t *testing.T) {
 		{"empty", "/limits/api", `{}`, 400, "body"},
 		{"no global bucket", "/limits/per-client", `{"rate": 10}`, 400, "rate"},
 		{"no such policy", "/limits/nope", `{"limit": 3}`, 404, ""},
+		// The bucket could not count a refill that takes longer than
+		// rate.MaxFill: checked with the other field as it stands.
+		{"burst too long to fill", "/limits/api", `{"burst": 200000000000}`, 400, "burst"},
+		{"rate too slow to fill", "/limits/api", `{"rate": 1e-300}`, 400, "rate"},
+		// One object: what follows it must not leave the first applied.
+		{"two values", "/limits/api", `{"limit": 7} {"limit": "oops"}`, 400, "body"},
+		{"trailing garbage", "/limits/api", `{"limit": 7} garbage`, 400, "body"},
 	} {
 		code, out := put(t, p.admin+tc.path, tc.body)
 		if code != tc.code || (tc.field != "" && out["field"] != tc.field) {
 			t.Errorf("%s: %d %v, want %d naming %q", tc.name, code, out, tc.code, tc.field)
 		}
 	}
-	if l, r := pol.conc.Stats().Limit, pol.bucket.Config().Rate; l != 8 || r != 100 {
-		t.Fatalf("refused changes changed the limits: limit %v rate %v", l, r)
+	if l, cfg := pol.conc.Stats().Limit, pol.bucket.Config(); l != 8 || cfg.Rate != 100 || cfg.Burst != 50 {
+		t.Fatalf("refused changes changed the limits: limit %v rate %v burst %d", l, cfg.Rate, cfg.Burst)
 	}
 	if code, out := put(t, p.admin+"/limits/api", `{"limit": 20, "rate": 7, "burst": 9}`); code != 200 {
 		t.Fatalf("good change: %d %v", code, out)

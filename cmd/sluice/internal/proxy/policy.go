@@ -21,11 +21,20 @@ import (
 )
 
 // maxWindow bounds burst/rate, the time an empty bucket takes to fill: the
-// window of the RateLimit-Policy header, a time.Duration, which overflows
-// past 292 years (burst 1e9 at rate 1e-9 gave a negative window). A bucket
-// that in effect only drains (a total budget: rate 0.001, burst 1e6, 32
-// years) is a use, so the bound is the type's with a margin, not a month.
-const maxWindow = 100 * 365 * 24 * time.Hour
+// window of the RateLimit-Policy header. A bucket that in effect only
+// drains (a total budget: rate 0.001, burst 1e6, 32 years) is a use, so the
+// bound is the bucket's own, rate.MaxFill (36 years), not a month.
+const maxWindow = rate.MaxFill
+
+// fillError says why a bucket of burst at rate cannot be, or "" when it
+// can: it would take longer than maxWindow to fill.
+func fillError(rate float64, burst int) string {
+	if secs := float64(burst) / rate; secs > maxWindow.Seconds() {
+		return fmt.Sprintf("burst %d at rate %v/s takes %.4g years to fill; burst/rate must be at most %.4g years: raise rate or lower burst",
+			burst, rate, secs/(365.25*86400), maxWindow.Hours()/(365.25*24))
+	}
+	return ""
+}
 
 // validateRate checks a policy's token bucket; at is the policy's path.
 func (c *Config) validateRate(r *RateSpec, at string) error {
@@ -38,9 +47,8 @@ func (c *Config) validateRate(r *RateSpec, at string) error {
 	if r.Burst < 1 {
 		return c.errAt(at+".rate.burst", "must be >= 1, got %d", r.Burst)
 	}
-	if secs := float64(r.Burst) / r.Rate; secs > maxWindow.Seconds() {
-		return c.errAt(at+".rate", "burst %d at rate %v/s takes %.4g years to fill; burst/rate must be at most 100 years: raise rate or lower burst",
-			r.Burst, r.Rate, secs/(365*86400))
+	if msg := fillError(r.Rate, r.Burst); msg != "" {
+		return c.errAt(at+".rate", "%s", msg)
 	}
 	return nil
 }

@@ -17,16 +17,18 @@ func checkText(text string) error {
 	return err
 }
 
-// A token bucket that would take longer than 100 years to fill is refused at
-// its rate block: its RateLimit-Policy window (burst/rate seconds) would
-// overflow a time.Duration, to a negative or zero window.
+// A token bucket that would take longer than rate.MaxFill (2^60 ns, 36.5
+// years) to fill is refused at its rate block: the bucket could not count
+// its refill (rate 10, burst 2e10 never refilled), and its RateLimit-Policy
+// window (burst/rate seconds) would overflow a time.Duration.
 func TestRateWindowBounded(t *testing.T) {
 	const routes = "routes: [{name: a, upstream: \"http://127.0.0.1:1\", policy: p}]\n"
 	for _, tc := range []struct{ rate, want string }{
 		{"{rate: 1e-9, burst: 1000000000}", `f.yaml:4: policies[0].rate: burst 1000000000 at rate 1e-09/s`},
 		{"{rate: 1, burst: 9223372036854775807}", `f.yaml:4: policies[0].rate: burst 9223372036854775807 at rate 1/s`},
-		{"{rate: 0.001, burst: 3153601, per_key: true}", `f.yaml:4: policies[0].rate: burst 3153601 at rate 0.001/s`},
-		{"{rate: 0.001, burst: 3153600}", ""}, // 100 years exactly
+		{"{rate: 10, burst: 20000000000}", `f.yaml:4: policies[0].rate: burst 20000000000 at rate 10/s takes 63.38 years to fill; burst/rate must be at most 36.53 years`},
+		{"{rate: 0.001, burst: 1152922, per_key: true}", `f.yaml:4: policies[0].rate: burst 1152922 at rate 0.001/s`},
+		{"{rate: 0.001, burst: 1152921}", ""}, // just within 2^60 ns
 	} {
 		for _, store := range []string{"", "    store: r\n"} {
 			text := routes + "policies:\n  - name: p\n    rate: " + tc.rate + "\n" + store
