@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -271,7 +272,25 @@ func requestHost(r *http.Request) string {
 	} else if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
 		h = h[1 : len(h)-1] // an IPv6 literal without a port
 	}
-	return strings.ToLower(h)
+	// "api.example.com." is the same name as "api.example.com".
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+// cleanPath is p without dot segments and repeated slashes, as
+// net/http.ServeMux cleans it, keeping a trailing slash; "*" (OPTIONS *)
+// stays.
+func cleanPath(p string) string {
+	if p == "*" {
+		return p
+	}
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // checkRouteHost refuses a routes[].host that could never match: requests

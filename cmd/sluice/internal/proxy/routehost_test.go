@@ -54,6 +54,40 @@ routes:
 	}
 }
 
+// Routes match the clean path and the host without its final dot, and the
+// upstream gets the clean path: another spelling of /expensive or of
+// api.example.com does not pass the catch-all's limits instead of its own.
+func TestRouteMatchesCleanPathAndHost(t *testing.T) {
+	a := upstream(t, echo("a"))
+	b := upstream(t, echo("b"))
+	p := start(t, `
+routes:
+  - name: any
+    upstream: UPSTREAM
+  - name: expensive
+    path_prefix: /expensive
+    upstream: `+b+`
+  - name: api
+    host: api.example.com.
+    upstream: `+b+`
+`, a)
+	c := client(t)
+	for _, path := range []string{"/expensive", "/x/../expensive", "//expensive", "/./expensive", "/expensive/a/../", "/%2e%2e/expensive"} {
+		resp, body := get(t, c, newReq(t, "GET", p.url+path))
+		if resp.StatusCode != 200 || !strings.HasPrefix(body, "b GET /expensive") {
+			t.Errorf("path %s: %d %q, want the expensive route, clean", path, resp.StatusCode, body)
+		}
+	}
+	for _, host := range []string{"api.example.com", "API.example.com.", "api.example.com.:8080"} {
+		req := newReq(t, "GET", p.url+"/x")
+		req.Host = host
+		resp, body := get(t, c, req)
+		if resp.StatusCode != 200 || !strings.HasPrefix(body, "b GET /x") {
+			t.Errorf("Host %s: %d %q, want the api route", host, resp.StatusCode, body)
+		}
+	}
+}
+
 // A policy name is bounded: it is in every key of a shared store's
 // limits, which redisstore bounds at MaxKeyLen.
 func TestPolicyNameBounded(t *testing.T) {

@@ -206,6 +206,13 @@ func (s *Server) Config() *Config { return s.cur.Load().cfg }
 
 // ServeHTTP routes r.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := cleanPath(r.URL.Path); p != r.URL.Path {
+		// Routes match the clean path, and the upstream gets that path:
+		// /x/../expensive or //expensive must not pass a catch-all
+		// route's limits to reach what the upstream serves as
+		// /expensive.
+		r.URL.Path, r.URL.RawPath = p, ""
+	}
 	rt := s.cur.Load().match(r)
 	if rt == nil {
 		http.Error(w, "no route", http.StatusNotFound)

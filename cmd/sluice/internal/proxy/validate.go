@@ -118,7 +118,7 @@ func (c *Config) validateRoute(r *Route, at string, policies map[string]int) err
 	if err := checkRouteHost(r.Host); err != nil {
 		return c.errAt(at+".host", "%v", err)
 	}
-	r.Host = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]") // as requestHost reads an IPv6 literal
+	r.Host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), ".") // as requestHost reads an IPv6 literal and a fully qualified name
 	for j, m := range r.Methods {
 		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " \t/") {
 			return c.errAt(fmt.Sprintf("%s.methods[%d]", at, j), "%q is not an HTTP method (write it in capitals: GET)", m)
