@@ -104,7 +104,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // acquire takes the per-key permit, then the global one; when the global
 // limiter says no, the per-key permit is cancelled so that the client's
-// quota does not pay for the server's overload. In dry run a per-key
+// quota does not pay for the server's overload (in dry run it is kept: the
+// request is served, and holds what it was granted). In dry run a per-key
 // rejection does not stop it asking the global limiter: the request will
 // be served, and a concurrency limit must see it in flight.
 func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, err error) {
@@ -154,7 +155,9 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 			gerr = timedOut(r.Context(), ctx, gerr)
 		}
 		if gerr != nil {
-			kp.Cancel()
+			if !h.dryRun || !isRejection(gerr) {
+				kp.Cancel() // not served: the key's quota keeps it
+			} // in dry run it is served, and its key's limits see it
 			if isRejection(gerr) {
 				gerr = &Rejection{Err: gerr, Key: key}
 			}

@@ -355,6 +355,40 @@ func TestDryRunPerKeyRejectionStillHoldsGlobal(t *testing.T) {
 	}
 }
 
+// The other way round: in dry run a request the global limit would refuse
+// is served, and its key's concurrency limit counts it in flight.
+func TestDryRunGlobalRejectionStillHoldsPerKey(t *testing.T) {
+	global, err := concurrency.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey, err := keyed.New(keyed.Config[*concurrency.Limiter]{
+		New: func(string) (*concurrency.Limiter, error) { return concurrency.New(concurrency.Config{Limit: 1}) }, MaxKeys: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight := -1
+	h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l, _ := perKey.Get("k")
+		inFlight = l.Stats().InFlight
+	}), Config{Limiter: global, PerKey: perKey, Key: func(*http.Request) (string, bool) { return "k", true }, DryRun: true})
+	hold, err := global.TryAcquire() // the global limit is full
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Cancel()
+	if w := serve(h, httptest.NewRequest("GET", "/", nil)); w.Code != http.StatusOK {
+		t.Fatalf("dry run answered %d", w.Code)
+	}
+	l, _ := perKey.Get("k")
+	if inFlight != 1 || l.Stats().InFlight != 0 {
+		t.Errorf("per-key in flight while served %d, after %d; want 1, 0", inFlight, l.Stats().InFlight)
+	}
+	if s := h.Stats(); s.WouldReject[sluice.ReasonLimit] != 1 {
+		t.Errorf("stats %+v: want 1 would-reject for the limit", s)
+	}
+}
+
 // By default a request waits for admission, but boundedly: 200 concurrent
 // requests from one client over its rate leave at most MaxWaitingPerKey (8)
 // of them waiting, and so at most 8 tokens of debt in its bucket; the rest
