@@ -113,8 +113,8 @@ type QueueConfig struct {
 	// other than its own deadline.
 	MaxWait time.Duration `yaml:"max_wait" json:"max_wait"`
 	// MaxWaitServices bounds the wait to that many mean service times, as
-	// the limiter measures them (concurrency.Config.MaxWaitServices); 0:
-	// none.
+	// the limiter measures them, once the queue stands
+	// (concurrency.Config.MaxWaitServices); 0: none.
 	MaxWaitServices float64 `yaml:"max_wait_services" json:"max_wait_services"`
 	// Discipline orders the queue: fifo (default), lifo, codel or
 	// adaptive_lifo (concurrency.Discipline's names).

@@ -158,8 +158,8 @@ func newServer(o options, trusted []string) (*server, error) {
 	// front keeps a request ready for each worker that frees and serves
 	// the freshest; once the queue stands, a waiter left four mean service
 	// times is told no (MaxWaitServices: the bound follows the backend's
-	// speed, which the server is not told either; a burst gets four times
-	// that).
+	// speed, which the server is not told either; until the queue stands a
+	// waiter may stay until four times that after it was last empty).
 	alg, err := adaptive.NewLittle(adaptive.LittleConfig{MaxLimit: 200})
 	if err != nil {
 		return nil, err

@@ -56,7 +56,8 @@ type Experiment struct {
 // simulator and the library use when none is named (so the tour follows
 // the recommendation when it changes), behind the short LIFO queue that
 // package adaptive recommends with it, whose wait is bounded to four mean
-// service times once the queue stands (a burst may wait four times that):
+// service times once the queue stands (until then a waiter may stay until
+// four times that after the queue was last empty):
 // without the bound LIFO's oldest waiters wait until their client gives up
 // (seconds, on seed 000) to be rejected then.
 var recommended = sim.AdaptivePolicy{Name: "adaptive", QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4}}

@@ -115,7 +115,8 @@ type ConcSpec struct {
 	MaxQueue int           `yaml:"max_queue" json:"max_queue"`
 	MaxWait  time.Duration `yaml:"max_wait" json:"max_wait"`
 	// MaxWaitServices bounds the wait in the queue to that many mean
-	// service times (concurrency.Config.MaxWaitServices); 0: none.
+	// service times once the queue stands
+	// (concurrency.Config.MaxWaitServices); 0: none.
 	MaxWaitServices float64                `yaml:"max_wait_services" json:"max_wait_services"`
 	Discipline      concurrency.Discipline `yaml:"discipline" json:"discipline"`
 	Adaptive        *AdaptiveSpec          `yaml:"adaptive" json:"adaptive,omitempty"`
