@@ -27,8 +27,9 @@ type Handler struct {
 	poolWait bool // the limiters are the library's: wait contexts may be pooled
 	waiters  waiters
 
-	policyField []string // RateLimit-Policy value, len == cap so appends copy
-	policyName  string   // quoted, for the RateLimit field
+	policyField atomic.Pointer[[]string] // RateLimit-Policy value, len == cap so appends copy; nil: none
+	policy      RatePolicy               // as compiled, for SetPolicy
+	policyName  string                   // quoted, for the RateLimit field
 	remaining   func(string) (int, time.Duration)
 
 	admitted    atomic.Uint64
@@ -82,17 +83,35 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		if err != nil {
 			return nil, err
 		}
-		h.policyField = []string{field}
-		h.policyName = name
+		h.policyField.Store(&[]string{field})
+		h.policy, h.policyName = *cfg.Policy, name
 		h.remaining = cfg.Policy.Remaining
 	}
 	return h, nil
 }
 
+// SetPolicy changes the quota and window of the RateLimit-Policy field,
+// for a rate limit changed at run time (the bucket's Burst and Burst/Rate,
+// see RatePolicy). It returns a *sluice.ConfigError and changes nothing
+// when they are invalid or the Handler was built without a Policy.
+func (h *Handler) SetPolicy(quota int, window time.Duration) error {
+	if h.policyField.Load() == nil {
+		return configErr("Config.Policy", nil, "is not set: there is no RateLimit-Policy field to change")
+	}
+	p := h.policy
+	p.Quota, p.Window = quota, window
+	field, _, err := p.compile()
+	if err != nil {
+		return err
+	}
+	h.policyField.Store(&[]string{field})
+	return nil
+}
+
 // ServeHTTP admits r or rejects it; see Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.policyField != nil {
-		w.Header()[headerPolicy] = h.policyField
+	if f := h.policyField.Load(); f != nil {
+		w.Header()[headerPolicy] = *f
 	}
 	key, kp, gp, err := h.acquire(r)
 	if err != nil && !h.reject(w, r, err) {

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/keyed"
 	"github.com/sluicehq/sluice/rate"
 )
@@ -334,4 +336,35 @@ func FuzzRejectHeaders(f *testing.F) {
 			t.Fatalf("rateLimitField(%d, %v) = %+v", remaining, time.Duration(reset), it)
 		}
 	})
+}
+
+// SetPolicy changes the RateLimit-Policy field of later responses, and
+// refuses what New would, changing nothing.
+func TestSetPolicy(t *testing.T) {
+	lim, err := concurrency.New(concurrency.Config{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustNew(t, okHandler, Config{Limiter: lim, Policy: &RatePolicy{Name: "api", Quota: 5, Window: time.Second}})
+	field := func() string { return serve(h, httptest.NewRequest("GET", "/", nil)).Header().Get("RateLimit-Policy") }
+	if got := field(); got != `"api";q=5;w=1` {
+		t.Fatalf("before: %q", got)
+	}
+	if err := h.SetPolicy(9, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		q int
+		w time.Duration
+	}{{0, time.Second}, {9, 1500 * time.Millisecond}, {9, 0}} {
+		if err := h.SetPolicy(bad.q, bad.w); !errors.Is(err, sluice.ErrInvalidConfig) {
+			t.Errorf("SetPolicy(%d, %v) = %v, want ErrInvalidConfig", bad.q, bad.w, err)
+		}
+	}
+	if got := field(); got != `"api";q=9;w=2` {
+		t.Errorf("after: %q", got)
+	}
+	if err := mustNew(t, okHandler, Config{Limiter: lim}).SetPolicy(1, time.Second); !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Errorf("SetPolicy without a Policy = %v", err)
+	}
 }

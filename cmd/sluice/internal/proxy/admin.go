@@ -213,8 +213,26 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 	if ch.Burst != nil {
 		_ = p.bucket.SetBurst(*ch.Burst)
 	}
+	if ch.Rate != nil || ch.Burst != nil {
+		s.describeQuota(p)
+	}
 	s.log.Info("limits changed through the admin API", "policy", name, "limit", ch.Limit, "rate", ch.Rate, "burst", ch.Burst)
 	writeJSON(w, http.StatusOK, p.view())
+}
+
+// describeQuota makes the RateLimit-Policy field of p's routes, and of
+// those a reload builds while p lasts, describe its bucket as it is now.
+// Called with s.mu held, as Reload builds routes.
+func (s *Server) describeQuota(p *policy) {
+	cfg := p.bucket.Config()
+	p.quota.Quota = cfg.Burst
+	p.quota.Window = time.Duration(math.Ceil(float64(cfg.Burst)/cfg.Rate)) * time.Second
+	for _, rt := range s.cur.Load().routes {
+		if rt.policy == p && rt.limit != nil {
+			// Valid: checkChange bounded burst/rate as the file's are.
+			_ = rt.limit.SetPolicy(p.quota.Quota, p.quota.Window)
+		}
+	}
 }
 
 // checkChange returns the first field of ch that p cannot take, and why.

@@ -99,6 +99,21 @@ func TestAdminLimits(t *testing.T) {
 	if l, cfg := pol.conc.Stats().Limit, pol.bucket.Config(); l != 20 || cfg.Rate != 7 || cfg.Burst != 9 {
 		t.Errorf("after PUT: limit %v, rate %v, burst %d", l, cfg.Rate, cfg.Burst)
 	}
+	// The RateLimit-Policy field describes the bucket as it is now: 9 at
+	// once, full again after ceil(9/7) = 2 s; and still after a reload
+	// that keeps the policy, which builds the routes anew.
+	for _, when := range []string{"after PUT", "after a reload"} {
+		resp, _ := get(t, c, newReq(t, "GET", p.url+"/"))
+		if got := resp.Header.Get("RateLimit-Policy"); got != `"api";q=9;w=2` {
+			t.Errorf("%s: RateLimit-Policy %q, want %q", when, got, `"api";q=9;w=2`)
+		}
+		// A new timeout on the api route: the route is built anew, the
+		// policy kept.
+		writeConfig(t, p.path, strings.Replace(adminConfig, "policy: api\n", "policy: api\n    timeout: 9s\n", 1), up)
+		if err := p.s.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestAdminMetricsHealth(t *testing.T) {
