@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -31,61 +32,52 @@ func TestRouteHostWithPortRefused(t *testing.T) {
 	}
 }
 
-// An IPv6 literal host matches with and without the request's port.
-func TestRouteHostIPv6Literal(t *testing.T) {
+// routes starts a proxy whose catch-all route goes to an upstream that
+// answers "a METHOD PATH", with more routes (text, UPSTREAM_B for their upstream)
+// to one that answers "b METHOD PATH".
+func routes(t *testing.T, more string) (*running, *http.Client) {
 	a := upstream(t, echo("a"))
 	b := upstream(t, echo("b"))
-	p := start(t, `
-routes:
-  - name: any
-    upstream: UPSTREAM
-  - name: v6
-    host: "[::1]"
-    upstream: `+b+`
-`, a)
-	c := client(t)
-	for _, host := range []string{"[::1]", "[::1]:8080", "[::1]:80"} {
+	return start(t, "routes:\n  - name: any\n    upstream: UPSTREAM\n"+strings.ReplaceAll(more, "UPSTREAM_B", b), a), client(t)
+}
+
+// hostsReachB checks that GET /x with each Host header reaches upstream b.
+func hostsReachB(t *testing.T, p *running, c *http.Client, hosts ...string) {
+	t.Helper()
+	for _, host := range hosts {
 		req := newReq(t, "GET", p.url+"/x")
 		req.Host = host
 		resp, body := get(t, c, req)
 		if resp.StatusCode != 200 || !strings.HasPrefix(body, "b GET /x") {
-			t.Errorf("Host %s: %d %q, want the v6 route", host, resp.StatusCode, body)
+			t.Errorf("Host %s: %d %q, want the host's route", host, resp.StatusCode, body)
 		}
 	}
+}
+
+// An IPv6 literal host matches with and without the request's port.
+func TestRouteHostIPv6Literal(t *testing.T) {
+	p, c := routes(t, "  - name: v6\n    host: \"[::1]\"\n    upstream: UPSTREAM_B\n")
+	hostsReachB(t, p, c, "[::1]", "[::1]:8080", "[::1]:80")
 }
 
 // Routes match the clean path and the host without its final dot, and the
 // upstream gets the clean path: another spelling of /expensive or of
 // api.example.com does not pass the catch-all's limits instead of its own.
 func TestRouteMatchesCleanPathAndHost(t *testing.T) {
-	a := upstream(t, echo("a"))
-	b := upstream(t, echo("b"))
-	p := start(t, `
-routes:
-  - name: any
-    upstream: UPSTREAM
-  - name: expensive
+	p, c := routes(t, `  - name: expensive
     path_prefix: /expensive
-    upstream: `+b+`
+    upstream: UPSTREAM_B
   - name: api
     host: api.example.com.
-    upstream: `+b+`
-`, a)
-	c := client(t)
+    upstream: UPSTREAM_B
+`)
 	for _, path := range []string{"/expensive", "/x/../expensive", "//expensive", "/./expensive", "/expensive/a/../", "/%2e%2e/expensive"} {
 		resp, body := get(t, c, newReq(t, "GET", p.url+path))
 		if resp.StatusCode != 200 || !strings.HasPrefix(body, "b GET /expensive") {
 			t.Errorf("path %s: %d %q, want the expensive route, clean", path, resp.StatusCode, body)
 		}
 	}
-	for _, host := range []string{"api.example.com", "API.example.com.", "api.example.com.:8080"} {
-		req := newReq(t, "GET", p.url+"/x")
-		req.Host = host
-		resp, body := get(t, c, req)
-		if resp.StatusCode != 200 || !strings.HasPrefix(body, "b GET /x") {
-			t.Errorf("Host %s: %d %q, want the api route", host, resp.StatusCode, body)
-		}
-	}
+	hostsReachB(t, p, c, "api.example.com", "API.example.com.", "api.example.com.:8080")
 }
 
 // A policy name is bounded: it is in every key of a shared store's
