@@ -261,16 +261,18 @@ func (c *Core) arrive(now, deadline int64) Arrival {
 			return c.reject(sluice.ReasonDeadline, time.Duration(est))
 		}
 	}
+	if c.q.n == 0 {
+		c.nonEmptySince = now
+	}
 	if c.q.n >= c.cfg.MaxQueue {
 		if !lifo {
 			return c.reject(sluice.ReasonQueueFull, c.slotEvery())
 		}
 		// LIFO serves the newest first, so the oldest waiter is the one
-		// least likely to be served in time: it makes room.
+		// least likely to be served in time: it makes room. The queue
+		// was not empty for it (with MaxQueue 1 it is for an instant):
+		// nonEmptySince stays.
 		c.rejectEvent(c.q.remove(c.q.head), sluice.ReasonQueueFull)
-	}
-	if c.q.n == 0 {
-		c.nonEmptySince = now
 	}
 	exp, why := c.expiryFor(now)
 	a := Arrival{Verdict: Queued, Waiter: c.q.push(now, exp, deadline, why)}
@@ -304,12 +306,17 @@ func (c *Core) release(now int64, token uint64, o sluice.Outcome, latency time.D
 	if o != canceled && latency > 0 {
 		c.meanSvc = ewma(c.meanSvc, int64(latency))
 	}
+	// Deferred: the Algorithm is anyone's code, and if it panics the
+	// permit freed above must still go to a waiter, or it waits behind a
+	// free permit until some other event.
+	defer func() {
+		c.expireAt(now)
+		c.grant(now)
+	}()
 	if c.cfg.Algorithm != nil && (o == sluice.Success || o == sluice.Dropped) {
 		n := c.cfg.Algorithm.Observe(clock.ToTime(now), adaptive.Sample{Latency: latency, InFlight: int(min(token, MaxLimit)), Waiting: c.q.n, Outcome: o})
 		c.limit = clampLimit(n)
 	}
-	c.expireAt(now)
-	c.grant(now)
 }
 
 func (c *Core) setLimit(now int64, n int) {

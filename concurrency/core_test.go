@@ -148,6 +148,17 @@ func TestCoreDisciplines(t *testing.T) {
 				s.expire(115)
 			},
 			"0:a+ 1:b? 10:b+ 12:c? 80:d? 92:c-queue_timeout 95:e? 100:d-queue_timeout 115:e-queue_timeout"},
+		{"max wait in service times: a LIFO eviction does not restart the standing clock", Config{Limit: 1, MaxQueue: 1, Discipline: LIFO, MaxWaitServices: 2},
+			func(s *script) {
+				s.arrive(0, "a", 0)
+				s.release(10, 10)    // mean service time 10 ms
+				s.arrive(10, "x", 0) // holds the permit
+				s.arrive(12, "b", 0) // starts a burst: until 12 + 4 × 2 × 10 ms
+				s.arrive(50, "c", 0) // evicts b; the queue was never empty: until 92, not 130
+				s.expire(91)
+				s.expire(92)
+			},
+			"0:a+ 10:x+ 12:b? 50:b-queue_full 50:c? 92:c-queue_timeout"},
 		{"max wait in service times: MaxWait shorter wins", Config{Limit: 1, MaxQueue: 5, MaxWait: 5 * time.Millisecond, MaxWaitServices: 2},
 			func(s *script) {
 				s.arrive(0, "a", 0)

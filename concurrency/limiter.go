@@ -216,17 +216,19 @@ func (l *Limiter) releaseCore(token uint64, o sluice.Outcome, latency time.Durat
 	l.mu.Lock()
 	// Deferred because release runs the Algorithm, which may be anyone's
 	// code: if it panics and the caller recovers (net/http does), a mutex
-	// left locked would hang every later Acquire, whatever its context.
-	// The Core stays the truth (the fast path stays closed until the next
-	// leave), so the limiter carries on.
-	defer l.mu.Unlock()
+	// left locked would hang every later Acquire, whatever its context,
+	// and the waiters the Core granted the freed permit to (it grants even
+	// then) must still be told.
+	defer func() {
+		l.dispatch()
+		l.leave()
+		l.mu.Unlock()
+	}()
 	l.enter()
 	if !l.timed && l.core.q.deadlined > 0 {
 		now = clock.Nanos()
 	}
 	l.core.release(now, token, o, latency)
-	l.dispatch()
-	l.leave()
 }
 
 // SetLimit sets the limit. Growing it admits waiters at once; shrinking it

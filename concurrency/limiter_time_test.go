@@ -306,3 +306,77 @@ func TestLimiterSurvivesPanickingAlgorithm(t *testing.T) {
 		r.Cancel()
 	}
 }
+
+// panickyAt1 panics in Observe, from a limit of 1.
+type panickyAt1 struct{}
+
+func (panickyAt1) Observe(time.Time, adaptive.Sample) int { panic("boom") }
+func (panickyAt1) Limit() int                             { return 1 }
+
+// When the Algorithm panics, the permit it was releasing still goes to the
+// caller waiting for one: a waiter must not stay queued behind a free
+// permit until some other event.
+func TestPanickingAlgorithmStillGrantsWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Algorithm: panickyAt1{}, MaxQueue: 4})
+		p := mustAcquire(t, l)
+		got := make(chan error, 1)
+		go func() {
+			q, err := l.Acquire(context.Background())
+			if err == nil {
+				q.Cancel()
+			}
+			got <- err
+		}()
+		synctest.Wait()
+		func() {
+			defer func() { _ = recover() }()
+			p.Release(sluice.Success, time.Millisecond)
+		}()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("the waiter got %v, want the freed permit", err)
+			}
+		default:
+			t.Fatal("the waiter is still queued behind a free permit")
+		}
+	})
+}
+
+// A queue timer armed for an earlier busy period, when the mean service
+// time was long, is re-armed for a later waiter whose MaxWaitServices bound
+// is earlier: the waiter is told no at its own bound.
+func TestMaxWaitServicesTimerFollowsFallingServiceTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Limit: 1, MaxQueue: 4, MaxWaitServices: 1})
+		p := mustAcquire(t, l)
+		p.Release(sluice.Success, 10*time.Second) // S = 10 s
+		p = mustAcquire(t, l)
+		granted := make(chan sluice.Permit)
+		go func() { // a burst's first waiter: bound 4 × 10 s
+			q, err := l.Acquire(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			granted <- q
+		}()
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		p.Release(sluice.Success, time.Nanosecond) // granted; the timer stays armed for 40 s
+		p = <-granted
+		for range 50 { // S falls to about 11 ms
+			p.Release(sluice.Success, time.Nanosecond)
+			p = mustAcquire(t, l)
+		}
+		bound := 4 * time.Duration(l.meanSvc.Load())
+		start := time.Now()
+		_, err := l.Acquire(context.Background())
+		waited := time.Since(start)
+		p.Cancel()
+		if !errors.Is(err, sluice.ErrQueueTimeout) || waited > bound {
+			t.Errorf("Acquire = %v after %v; want a queue timeout within the bound, %v", err, waited, bound)
+		}
+	})
+}

@@ -78,17 +78,19 @@ func (l *Limiter) acquireSlow(ctx context.Context) (sluice.Permit, error) {
 // head's wait bound. Call with mu held.
 //
 // One timer serves the whole queue because the head always expires first
-// (see Core.expiryFor). An armed timer is left alone: it is set for an
-// earlier head, and every later head's bound is no earlier (the bound is
-// non-decreasing in arrival time, across busy periods too), so it fires
-// early at worst, expires nothing, and re-arms. That costs a timer
-// operation per expiry rather than per waiter.
+// (see Core.expiryFor). An armed timer is left alone when it is set no
+// later than the head's bound: within a busy period every later head's
+// bound is no earlier, so it fires early at worst, expires nothing, and
+// re-arms. That costs a timer operation per expiry rather than per waiter.
+// A timer set for an earlier busy period may be later than a new head's
+// bound (MaxWaitServices follows the mean service time, which may have
+// fallen since): it is re-armed then.
 func (l *Limiter) armExpiry() {
-	if l.core.q.n == 0 || l.expiryAt != 0 {
+	if l.core.q.n == 0 {
 		return
 	}
 	at := l.core.q.nodes[l.core.q.head].expiry
-	if at == noDeadline {
+	if at == noDeadline || l.expiryAt != 0 && l.expiryAt <= at {
 		return
 	}
 	d := time.Duration(at - clock.Nanos())
