@@ -168,7 +168,9 @@ func (r *Retrier) nextAt(now int64, attempts int, hint time.Duration, deadline i
 	}
 	// deadline-now rather than now+wait: a MaxDelay near the largest
 	// Duration would overflow the sum and sleep past the deadline.
-	if hasDeadline && int64(wait) >= deadline-now {
+	// deadline <= now first: a deadline centuries ago saturates at the
+	// smallest int64, and deadline-now would overflow to a large positive.
+	if hasDeadline && (deadline <= now || int64(wait) >= deadline-now) {
 		return 0, PastDeadline // fail now rather than sleep into a certain timeout
 	}
 	if !r.p.Budget.tryRetryAt(now) {

@@ -266,6 +266,23 @@ func TestNextAtHugeWaitPastDeadline(t *testing.T) {
 	}
 }
 
+// A deadline centuries ago saturates the clock at the smallest int64:
+// it is past, not a difference that overflows to the far future.
+func TestNextAtAncientDeadline(t *testing.T) {
+	r, err := NewRetrier(RetryPolicy{Random: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	r.BeginAt(now)
+	if wait, d := r.NextAt(now, 1, 0, time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC)); d != PastDeadline {
+		t.Fatalf("NextAt = (%v, %v), want PastDeadline", wait, d)
+	}
+	if s := r.Stats(); s.Retries != 0 {
+		t.Errorf("stats %+v: a retry was counted", s)
+	}
+}
+
 // flaky fails its first n calls with err, then succeeds; it records when each
 // call happened.
 type flaky struct {

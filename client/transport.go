@@ -209,6 +209,9 @@ func closeBody(req *http.Request) {
 // drain reads a little of a body we discard so that its connection can be
 // reused, then closes it. A long body is cheaper to drop with its connection.
 func drain(body io.ReadCloser) {
+	if body == nil {
+		return // a RoundTripper may answer without one (net/http allows it)
+	}
 	io.CopyN(io.Discard, body, 4<<10)
 	body.Close()
 }

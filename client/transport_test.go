@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 )
 
 // reply is one scripted answer from the test server.
@@ -279,5 +280,42 @@ func TestTransportCancelledDuringBackoff(t *testing.T) {
 func TestNewTransportValidates(t *testing.T) {
 	if _, err := NewTransport(TransportConfig{Retry: RetryPolicy{MaxAttempts: -1}}); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Fatalf("err = %v, want sluice.ErrInvalidConfig", err)
+	}
+}
+
+// noBody answers 429 without a Body (net/http allows a RoundTripper that),
+// then 200.
+type noBody struct{ calls int }
+
+func (b *noBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.calls++
+	if b.calls == 1 {
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}, Request: r}, nil
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// A retried response without a Body is retried like any other: no panic,
+// and the permit of its attempt comes back.
+func TestTransportRetriesResponseWithoutBody(t *testing.T) {
+	lim, err := concurrency.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := NewTransport(TransportConfig{Base: &noBody{}, Limiter: lim, Retry: RetryPolicy{BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest("GET", "http://example.invalid/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("RoundTrip = %v, %v; want 200", resp, err)
+	}
+	resp.Body.Close()
+	if s := lim.Stats(); s.InFlight != 0 {
+		t.Errorf("in flight %d after the body closed, want 0", s.InFlight)
 	}
 }

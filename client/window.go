@@ -52,7 +52,10 @@ func (w *window) advance(t int64) {
 	if n <= w.newest {
 		return
 	}
-	if n-w.newest >= int64(len(w.ring)) {
+	// Unsigned: n > newest, so the difference is exact even where the
+	// signed one overflows (1 ns buckets span the whole int64 range, and
+	// a clearing loop over it would not end).
+	if uint64(n)-uint64(w.newest) >= uint64(len(w.ring)) {
 		clear(w.ring)
 		w.sum = bucket{}
 	} else {

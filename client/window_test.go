@@ -1,6 +1,7 @@
 package client
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -49,5 +50,17 @@ func TestWindow(t *testing.T) {
 				t.Fatalf("running sum (%d, %d) drifted from buckets (%d, %d)", w.sum.a, w.sum.b, sa, sb)
 			}
 		})
+	}
+}
+
+// One-nanosecond buckets span the whole int64 range: a jump from the
+// earliest time to the latest must clear the window, not loop over 2^63
+// buckets (a signed difference overflowed).
+func TestWindowJumpAcrossInt64(t *testing.T) {
+	w := newWindow(10, 10)
+	w.add(math.MinInt64, 1, 1)
+	w.add(math.MaxInt64, 1, 0)
+	if a, b := w.totals(math.MaxInt64); a != 1 || b != 0 {
+		t.Fatalf("totals = (%d, %d), want (1, 0)", a, b)
 	}
 }
