@@ -61,19 +61,38 @@ func (e *Executor) Go(ctx context.Context, task func(context.Context) error) err
 	e.running++
 	e.mu.Unlock()
 	go func() {
-		err := task(ctx)
-		e.mu.Lock()
-		if err != nil {
-			e.failed.Add(1)
-			e.errs = append(e.errs, err)
-		}
-		<-e.slots // before Wait can return, so that Stats then shows no task in flight
-		if e.running--; e.running == 0 {
-			e.idle.Broadcast()
-		}
-		e.mu.Unlock()
+		returned := false
+		var err error
+		// Deferred: a task that ends its goroutine (runtime.Goexit, as
+		// t.FailNow does) must still give its slot back, or Wait hangs.
+		defer func() {
+			if !returned {
+				err = ErrTaskExited
+			}
+			e.done(err)
+		}()
+		err = task(ctx)
+		returned = true
 	}()
 	return nil
+}
+
+// ErrTaskExited is a task's error when it ended its goroutine without
+// returning: it called runtime.Goexit (t.FailNow does).
+var ErrTaskExited = errors.New("sluice/client: task ended its goroutine without returning (runtime.Goexit)")
+
+// done records a finished task and gives its slot back.
+func (e *Executor) done(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.failed.Add(1)
+		e.errs = append(e.errs, err)
+	}
+	<-e.slots // before Wait can return, so that Stats then shows no task in flight
+	if e.running--; e.running == 0 {
+		e.idle.Broadcast()
+	}
 }
 
 // Wait blocks until no task is running and returns the errors of the tasks

@@ -165,6 +165,26 @@ func TestExecutorWaitJoinsErrorsAndResets(t *testing.T) {
 	})
 }
 
+// A task that ends its goroutine without returning (runtime.Goexit, as
+// t.FailNow does) still gives its slot back: the next task runs, and Wait
+// returns ErrTaskExited instead of hanging.
+func TestExecutorTaskGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := NewExecutor(1)
+		e.Go(t.Context(), func(context.Context) error { runtime.Goexit(); return nil })
+		ran := false
+		if err := e.Go(t.Context(), func(context.Context) error { ran = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Wait(); !errors.Is(err, ErrTaskExited) || !ran {
+			t.Fatalf("Wait = %v, second task ran %v; want ErrTaskExited and true", err, ran)
+		}
+		if s := e.Stats(); s.Failed != 1 || s.InFlight != 0 {
+			t.Fatalf("stats = %+v", s)
+		}
+	})
+}
+
 // TestExecutorConcurrentSubmitters runs many submitters against one
 // Executor under the race detector.
 func TestExecutorConcurrentSubmitters(t *testing.T) {
