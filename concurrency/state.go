@@ -151,6 +151,12 @@ func (l *Limiter) enter() {
 			l.setWide(false)
 			return
 		}
+		// Published before the word says slow: from that moment Stats
+		// reads this count instead of the word's, and a stale one (0
+		// from the last slow spell) would show a held limiter idle, which
+		// keyed.Map evicts. The word's count includes cached permits: an
+		// over-count, until the exact count below.
+		l.inFlight.Store(int64(s & inFlightMask))
 		if l.hot.state.CompareAndSwap(s, s|slowBit) {
 			l.setWide(false)
 			l.core.inFlight = int(s&inFlightMask) - l.drainCache()
@@ -170,6 +176,9 @@ func (l *Limiter) leave() {
 	if l.core.q.n > 0 {
 		n |= slowBit
 	}
+	// Before the word: while it stays slow, Stats reads these.
+	l.queued.Store(int64(l.core.q.n))
+	l.inFlight.Store(int64(l.core.inFlight))
 	for {
 		s := l.hot.state.Load()
 		if w := s&(countMask<<countShift|pendingBit) | n; l.hot.state.CompareAndSwap(s, w) {
@@ -177,8 +186,6 @@ func (l *Limiter) leave() {
 			break
 		}
 	}
-	l.queued.Store(int64(l.core.q.n))
-	l.inFlight.Store(int64(l.core.inFlight))
 	l.meanSvc.Store(l.core.meanSvc)
 	l.armExpiry()
 }
