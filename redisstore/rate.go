@@ -248,7 +248,9 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 	now := b.s.now()
 	if u := b.cache.until(key, now); u != 0 && time.Duration(u-now) > maxWait {
 		b.c.cacheHits.Add(1)
-		return sluice.Permit{}, b.c.reject(sluice.RejectQuota(why, time.Duration(u-now)))
+		// The cache knows when one token comes; n take n-1 intervals more.
+		more := min(float64(n-1)/b.cfg.Rate*float64(time.Second), float64(math.MaxInt64/2))
+		return sluice.Permit{}, b.c.reject(sluice.RejectQuota(why, time.Duration(u-now)+time.Duration(more)))
 	}
 	k := n
 	if b.res != nil {

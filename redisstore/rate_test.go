@@ -70,3 +70,30 @@ func TestBucketTTLIsRefillTime(t *testing.T) {
 		t.Fatalf("TTL %v, want about 200ms", ttl)
 	}
 }
+
+// A weighted request refused by the over-limit cache is told when its n
+// tokens come, as Redis tells it, not when one does: a client that waits
+// the retry-after it was given must not be refused for the same reason.
+func TestCachedRejectionRetryAfterIsForN(t *testing.T) {
+	s := newStore(t, Config{Timeout: time.Second})
+	b := newBuckets(t, s, RateConfig{Rate: 10, Burst: 10})
+	if _, err := b.TakeN("w", 10); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.TakeN("w", 5) // Redis decides: 5 tokens in 500 ms
+	fromRedis, ok := sluice.RetryAfter(err)
+	if !ok {
+		t.Fatalf("TakeN = %v, want a rejection with a retry-after", err)
+	}
+	hits := b.LimiterStats().CacheHits
+	_, err = b.TakeN("w", 5) // the cache decides
+	fromCache, _ := sluice.RetryAfter(err)
+	if b.LimiterStats().CacheHits != hits+1 {
+		t.Fatal("the second rejection did not come from the cache")
+	}
+	// A few ms pass between the two; one token's worth (100 ms) is what
+	// the cache said before.
+	if fromCache < fromRedis-50*time.Millisecond || fromCache > fromRedis+time.Millisecond {
+		t.Errorf("retry-after %v from the cache, %v from Redis: want the same, less the time between", fromCache, fromRedis)
+	}
+}
