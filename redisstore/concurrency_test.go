@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,7 +108,7 @@ func TestKeyedConcurrencyRenewAndExpire(t *testing.T) {
 		}
 	}
 	// Nine renewals, three TTLs: without them every lease would be gone.
-	renewals := func() uint64 { return s1.Stats().Calls }
+	renewals := func() uint64 { return l1.LimiterStats().Renewals }
 	for start := renewals(); renewals() < start+9*uint64(len(keys)); {
 		time.Sleep(ttl / 10) // waiting for the renewer's ticks
 	}
@@ -178,5 +180,72 @@ func TestKeyedConcurrencyBadInput(t *testing.T) {
 	}
 	if st := l.Stats(); st.Admitted != 0 || st.InFlight != 0 {
 		t.Fatalf("a refused key changed the stats: %+v", st)
+	}
+}
+
+// holdN takes n permits with acquire, from 16 goroutines.
+func holdN(t *testing.T, n int, acquire func(i int) (sluice.Permit, error)) []sluice.Permit {
+	t.Helper()
+	var mu sync.Mutex
+	var ps []sluice.Permit
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < n; i += 16 {
+				p, err := acquire(i)
+				if err != nil {
+					t.Errorf("permit %d: %v", i, err)
+					continue
+				}
+				mu.Lock()
+				ps = append(ps, p)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, p := range ps {
+			p.Release(sluice.Success, 0)
+		}
+	})
+	return ps
+}
+
+// Thousands of held leases are renewed in time: a renewal script call
+// holds at most renewChunk leases (one call per lease set, a Lua call per
+// lease, took 6.6 ms for 3000, past the default 5 ms decision timeout, on
+// every renewal), and the sets with few leases go many to a round trip
+// (KeyedConcurrency, one set per key: 4000 keys one round trip after
+// another took 0.9 s, and leases expired while held). The store's timeout
+// is generous here: this is about the renewal's shape, not the machine's
+// speed under -race.
+func TestManyLeasesRenewed(t *testing.T) {
+	s := newStore(t, Config{Timeout: 100 * time.Millisecond})
+	const ttl = 900 * time.Millisecond
+	one := newConcurrency(t, s, ConcurrencyConfig{Key: "many", Limit: 3000, TTL: ttl})
+	holdN(t, 3000, func(int) (sluice.Permit, error) { return one.TryAcquire() })
+	keyed := newKeyedConcurrency(t, s, ConcurrencyConfig{Key: "many-keys", Limit: 1, TTL: ttl})
+	holdN(t, 4000, func(i int) (sluice.Permit, error) { return keyed.TryAcquire(strconv.Itoa(i)) })
+	calls := one.LimiterStats().Renewals
+	one.renewOnce()
+	if n := one.LimiterStats().Renewals - calls; n != 3000/renewChunk {
+		t.Errorf("3000 leases renewed in %d calls, want %d of %d", n, 3000/renewChunk, renewChunk)
+	}
+	for start := keyed.LimiterStats().Renewals; keyed.LimiterStats().Renewals < start+4*4000; {
+		time.Sleep(ttl / 10) // four renewals of every key: more than a TTL
+	}
+	for range 100 {
+		if _, err := one.TryAcquire(); !errors.Is(err, sluice.ErrLimit) {
+			t.Fatalf("a limit of 3000 all held: TryAcquire = %v, want ErrLimit (%+v)", err, one.LimiterStats())
+		}
+	}
+	for i := range 4000 {
+		if _, err := keyed.TryAcquire(strconv.Itoa(i)); !errors.Is(err, sluice.ErrLimit) {
+			t.Fatalf("key %d held: TryAcquire = %v, want ErrLimit (%+v)", i, err, keyed.LimiterStats())
+		}
+	}
+	if a, b := one.LimiterStats(), keyed.LimiterStats(); a.Lost+b.Lost != 0 {
+		t.Errorf("lost %d and %d leases while held, want none", a.Lost, b.Lost)
 	}
 }

@@ -65,7 +65,7 @@ func TestConcurrencyOrphansBatched(t *testing.T) {
 	for i := range zs {
 		id := "lost:" + strconv.Itoa(i)
 		zs[i] = redis.Z{Score: 1e15, Member: id}
-		l.orphan(lease{l.set, id})
+		l.orphan(lease{set: l.set, id: id})
 	}
 	if err := s.Client().ZAdd(t.Context(), l.set, zs...).Err(); err != nil {
 		t.Fatal(err)
@@ -108,11 +108,11 @@ func TestConcurrencyOrphansCapped(t *testing.T) {
 	}
 	l := newConcurrency(t, s, ConcurrencyConfig{Key: "capped", Limit: 5, TTL: time.Hour})
 	for i := range maxOrphans + 10 {
-		l.orphan(lease{l.set, "o:" + strconv.Itoa(i)})
+		l.orphan(lease{set: l.set, id: "o:" + strconv.Itoa(i)})
 	}
 	s.Close() // the removal fails: the batch goes back
 	l.renewOnce()
-	l.orphan(lease{l.set, "late"})
+	l.orphan(lease{set: l.set, id: "late"})
 	if n := len(l.orphans); n != maxOrphans {
 		t.Fatalf("%d orphans, cap %d", n, maxOrphans)
 	}
