@@ -53,12 +53,12 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local pairs = {}
+local scored = {}
 for i = 2, #ARGV do
-  pairs[#pairs + 1] = now + ttl
-  pairs[#pairs + 1] = ARGV[i]
+  scored[#scored + 1] = now + ttl
+  scored[#scored + 1] = ARGV[i]
 end
-local changed = redis.call('ZADD', KEYS[1], 'XX', 'CH', unpack(pairs))
+local changed = redis.call('ZADD', KEYS[1], 'XX', 'CH', unpack(scored))
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 local lost = {}
 if changed < #ARGV - 1 then
@@ -310,9 +310,9 @@ func (l *leases) renewer() {
 // (Redis runs one in well under a decision's Timeout); the sets with few
 // leases renewParallel calls at a time, so that the store's pipeline
 // carries many in one round trip (KeyedConcurrency has one set per key:
-// 4000 keys renewed one round trip after another took 0.9 s). Then it removes up to orphanBatch orphans,
-// one ZREM per set. The newest orphans go first: the oldest are the
-// likeliest to have expired by themselves.
+// 4000 keys renewed one round trip after another took 0.9 s). Then it
+// removes up to orphanBatch orphans, one ZREM per set. The newest orphans
+// go first: the oldest are the likeliest to have expired by themselves.
 func (l *leases) renewOnce() {
 	type chunk struct {
 		set    string
@@ -367,26 +367,30 @@ func (l *leases) renewOnce() {
 	// renewParallel at a time, and the pipeline carries them together;
 	// large ones one at a time, each its own round trip, so that no round
 	// trip holds more than about renewChunk leases.
+	var small, large []*chunk
+	for _, c := range chunks {
+		if len(c.tokens)*renewParallel <= renewChunk {
+			small = append(small, c)
+		} else {
+			large = append(large, c)
+		}
+	}
 	next := make(chan *chunk)
 	var wg sync.WaitGroup
-	for range renewParallel {
+	for range min(renewParallel, len(small)) {
 		wg.Go(func() {
 			for c := range next {
 				renew(c)
 			}
 		})
 	}
-	for _, c := range chunks {
-		if len(c.tokens)*renewParallel <= renewChunk {
-			next <- c
-		}
+	for _, c := range small {
+		next <- c
 	}
 	close(next)
 	wg.Wait()
-	for _, c := range chunks {
-		if len(c.tokens)*renewParallel > renewChunk {
-			renew(c)
-		}
+	for _, c := range large {
+		renew(c)
 	}
 	for set, ids := range rm {
 		if _, err := l.s.eval(releaseScript, []string{set}, ids...); err != nil {

@@ -226,7 +226,7 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) describeQuota(p *policy) {
 	cfg := p.bucket.Config()
 	p.quota.Quota = cfg.Burst
-	p.quota.Window = time.Duration(math.Ceil(float64(cfg.Burst)/cfg.Rate)) * time.Second
+	p.quota.Window = fillWindow(cfg.Rate, cfg.Burst)
 	for _, rt := range s.cur.Load().routes {
 		if rt.policy == p && rt.limit != nil {
 			// Valid: checkChange bounded burst/rate as the file's are.

@@ -55,8 +55,12 @@ func (c *Config) validateRate(r *RateSpec, at string) error {
 
 // window is the time an empty bucket takes to fill, in whole seconds;
 // validateRate bounded it.
-func (r *RateSpec) window() time.Duration {
-	return time.Duration(math.Ceil(float64(r.Burst)/r.Rate)) * time.Second
+func (r *RateSpec) window() time.Duration { return fillWindow(r.Rate, r.Burst) }
+
+// fillWindow is the time an empty bucket of burst at rate takes to fill,
+// in whole seconds: the RateLimit-Policy window.
+func fillWindow(rate float64, burst int) time.Duration {
+	return time.Duration(math.Ceil(float64(burst)/rate)) * time.Second
 }
 
 // RecommendedAlgorithm is what "algorithm" means when the file leaves it
