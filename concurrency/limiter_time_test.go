@@ -117,6 +117,7 @@ func TestLimiterAlgorithm(t *testing.T) {
 			t.Fatalf("Ignore and Cancel fed %v", alg.samples)
 		}
 		collect(order, 2)
+		synctest.Wait() // the waiters release after they report: let them
 		a, b = mustAcquire(t, l), mustAcquire(t, l)
 		a.Release(sluice.Success, 3*time.Millisecond)
 		// a was the first of the two in flight.
