@@ -54,9 +54,9 @@ const (
 	// window of waiting sheds what the queue cannot hold (after workers-
 	// lost's workers return, 3 cost 536 rejections over the five seeds of
 	// TestAdaptiveBars, 1 costs 481, 264 since the first window closes
-	// early; see Little.held), and a limit at the service's
-	// concurrency that reads low by the noise grows one step of
-	// (1 + Headroom), to where it aims anyway.
+	// early, counted when turned away; see Little.held), and a limit at
+	// the service's concurrency that reads low by the noise grows one
+	// step of (1 + Headroom), to where it aims anyway.
 	littleRushAfter = 1
 	// littleProbeSlow caps how many drop cuts in a row at the same
 	// ceiling halve the growth near it: from an eighth of a request per

@@ -389,6 +389,9 @@ func (e *engine) answer(id int32, r *request, c int) {
 		}
 	} else {
 		e.m.inc(e.now, c)
+		if c == cRefused {
+			e.m.rejectedSent(r.sent)
+		}
 		if r.clientOK {
 			e.fail(id, r)
 		}

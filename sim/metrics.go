@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"sort"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
@@ -26,6 +27,9 @@ const (
 type tally struct {
 	n       [nCounters]int64
 	rejects [sluice.NumReasons]int64
+	// rejectedSent counts the requests sent in the interval that were
+	// rejected or refused since (see Point.RejectedSent).
+	rejectedSent int64
 }
 
 // Histograms record microseconds from 1 µs to an hour with 3 significant
@@ -115,11 +119,30 @@ func (m *metrics) served(now, wait int64) {
 
 func (m *metrics) reject(now int64, r sluice.Reason, latency int64) {
 	m.inc(now, cRejected)
+	m.rejectedSent(now - latency)
 	m.cur.rejects[r]++
 	if now >= m.warmup {
 		m.tot.rejects[r]++
 		record(m.rejLat, latency)
 	}
+}
+
+// rejectedSent counts a rejection or refusal of a request sent at sent in
+// the interval it was sent in: the current one, or a closed Point, whose
+// rate it then raises by one request over that Point's interval. Those
+// turned away after the end (drain) count too, as bySend's answers do.
+func (m *metrics) rejectedSent(sent int64) {
+	if sent >= m.lastTick || len(m.points) == 0 {
+		m.cur.rejectedSent++
+		return
+	}
+	// A Point holds [its start, T): the first whose T is past sent.
+	i := sort.Search(len(m.points), func(i int) bool { return int64(m.points[i].T) > sent })
+	from := int64(0)
+	if i > 0 {
+		from = int64(m.points[i-1].T)
+	}
+	m.points[i].RejectedSent += 1e9 / float64(int64(m.points[i].T)-from)
 }
 
 func (m *metrics) admitted(now, wait int64) {
@@ -156,9 +179,11 @@ func (m *metrics) tick(now int64) *Point {
 		Goodput:    float64(c.n[cSuccess]) / sec,
 		Throughput: float64(c.n[cCompleted]) / sec,
 		Rejects:    float64(c.n[cRejected]+c.n[cRefused]) / sec,
-		Timeouts:   float64(c.n[cTimeout]) / sec,
-		Demand:     float64(c.n[cDue]) / sec,
-		Capacity:   m.curCap / float64(now-m.lastTick),
+		// Raised later for those of its requests rejected after T.
+		RejectedSent: float64(c.rejectedSent) / sec,
+		Timeouts:     float64(c.n[cTimeout]) / sec,
+		Demand:       float64(c.n[cDue]) / sec,
+		Capacity:     m.curCap / float64(now-m.lastTick),
 	}
 	m.curCap = 0
 	if from := max(m.lastTick, m.warmup); now > from {

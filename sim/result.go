@@ -117,11 +117,18 @@ type Point struct {
 	// RejectsBy is the policy's rejections per second by reason (the
 	// labels of Summary.Rejects); nil when there were none.
 	RejectsBy map[string]float64 `json:"rejects_by,omitempty"`
-	Timeouts  float64            `json:"timeouts"` // client give-ups per second
-	Capacity  float64            `json:"capacity"` // origin capacity, time-averaged over the interval
-	Demand    float64            `json:"demand"`   // first attempts due per second, sent or not
-	P50       time.Duration      `json:"p50"`      // successes' latency in the interval
-	P99       time.Duration      `json:"p99"`
+	// RejectedSent is the requests sent in the interval that the policy
+	// rejected or the origin refused, then or later, per second: the
+	// rejections by when the request came. A request that waited through
+	// an overload and is turned away after it ends counts where it came,
+	// in the overload, not in the calm after it (which Rejects counts it
+	// in).
+	RejectedSent float64       `json:"rejected_sent"`
+	Timeouts     float64       `json:"timeouts"` // client give-ups per second
+	Capacity     float64       `json:"capacity"` // origin capacity, time-averaged over the interval
+	Demand       float64       `json:"demand"`   // first attempts due per second, sent or not
+	P50          time.Duration `json:"p50"`      // successes' latency in the interval
+	P99          time.Duration `json:"p99"`
 	// AdmittedP50 is the successes' median latency from their admission
 	// (the policy's grant) to the answer: the origin's queue and service,
 	// without the wait in the policy's queue that P50 includes.
