@@ -21,7 +21,12 @@ func TestClientTimeoutParses(t *testing.T) {
 	}
 }
 
+// deadlineConfig is a route with deadline_header; TRUSTED, GONE and
+// TIMEOUT are replaced by client_ip.trusted_proxies, on_client_gone and
+// adaptive.timeout.
 const deadlineConfig = `
+client_ip:
+  trusted_proxies: TRUSTED
 routes:
   - name: api
     upstream: UPSTREAM
@@ -32,13 +37,18 @@ policies:
   - name: a
     max_wait: 30s
     concurrency:
-      adaptive: {algorithm: aimd, initial_limit: 10}
+      adaptive: {algorithm: aimd, initial_limit: 10, timeout: TIMEOUT}
 `
 
-// A request that outlives the deadline its client sent is Dropped, though
-// the proxy has no adaptive timeout; with on_client_gone: wait its late
-// answer still reaches the client, with cancel the client gets 504 at the
-// deadline and the upstream request is closed.
+func deadlineRoute(trusted, gone string, timeout time.Duration) string {
+	return strings.NewReplacer("TRUSTED", trusted, "GONE", gone, "TIMEOUT", timeout.String()).Replace(deadlineConfig)
+}
+
+// A request from a trusted proxy that outlives the deadline in its header
+// is Dropped, though the proxy has no adaptive timeout; with
+// on_client_gone: wait its late answer still reaches the client, with
+// cancel the client gets 504 at the deadline and the upstream request is
+// closed.
 func TestDeadlineHeaderDropsLateRequests(t *testing.T) {
 	for _, tc := range []struct {
 		gone    string
@@ -59,7 +69,7 @@ func TestDeadlineHeaderDropsLateRequests(t *testing.T) {
 				canceled <- struct{}{}
 			}
 		})
-		p := start(t, strings.Replace(deadlineConfig, "GONE", tc.gone, 1), up)
+		p := start(t, deadlineRoute("[127.0.0.1/32]", tc.gone, 0), up)
 		req := newReq(t, "GET", p.url+"/")
 		if tc.timeout != "" {
 			req.Header.Set("X-Timeout", tc.timeout)
@@ -118,4 +128,54 @@ policies:
 	}
 	close(hold)
 	<-done
+}
+
+// From a peer that is not a trusted proxy the header is the client's word:
+// it bounds the client's own request (200 late with wait, 504 at the
+// deadline with cancel), but its expiry is no overload signal, or any
+// client could bring down the adaptive limit that all of the route's
+// clients share. The outcome is what it would be without the header: the
+// upstream's answer judged against the operator's adaptive.timeout (wait),
+// or Ignore for an upstream request closed at the deadline (cancel).
+func TestUntrustedDeadlineHeaderIsNoOverloadSignal(t *testing.T) {
+	const slow = 20 * time.Millisecond // the upstream's latency, well past the 1 ms deadline
+	for _, tc := range []struct {
+		gone     string
+		timeout  time.Duration // adaptive.timeout
+		requests int
+		status   int
+		backOff  bool
+	}{
+		{"wait", 0, 3, 200, false},
+		{"wait", 10 * time.Second, 3, 200, false},
+		{"wait", 5 * time.Millisecond, 1, 200, true}, // slower than the operator's timeout
+		{"cancel", 0, 3, 504, false},
+	} {
+		up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if tc.gone == "cancel" {
+				<-r.Context().Done() // closed at the client's deadline
+				return
+			}
+			select {
+			case <-time.After(slow):
+			case <-r.Context().Done():
+			}
+		})
+		p := start(t, deadlineRoute("[]", tc.gone, tc.timeout), up)
+		c := client(t)
+		for range tc.requests {
+			req := newReq(t, "GET", p.url+"/")
+			req.Header.Set("X-Timeout", "1ms")
+			if resp, _ := get(t, c, req); resp.StatusCode != tc.status {
+				t.Errorf("%s, adaptive timeout %v: status %d, want %d", tc.gone, tc.timeout, resp.StatusCode, tc.status)
+			}
+		}
+		pol := p.s.cur.Load().policies["a"]
+		if !waitFor(10*time.Second, func() bool { return pol.conc.Stats().InFlight == 0 }) {
+			t.Fatal("the permit was not given back")
+		}
+		if got := pol.conc.Stats().Limit < 10; got != tc.backOff {
+			t.Errorf("%s, adaptive timeout %v: limit %v; want a back-off: %v", tc.gone, tc.timeout, pol.conc.Stats().Limit, tc.backOff)
+		}
+	}
 }

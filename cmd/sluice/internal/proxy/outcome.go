@@ -55,6 +55,10 @@ type reqState struct {
 	status      int
 	bytes       int64
 
+	// The request's context with the deadline an untrusted client sent
+	// (deadline.go), whose expiry is no overload signal; nil: none.
+	clientDeadline context.Context
+
 	// On a route whose on_client_gone is wait (gone.go; abandoned is nil
 	// otherwise): where the request is (upWaiting...), its route's gauge
 	// of abandoned requests, and the upstream's answer to a client that
@@ -136,6 +140,9 @@ func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duratio
 	switch {
 	case st.long.Load():
 		o = sluice.Ignore
+	case o == sluice.Dropped && st.clientDeadlinePassed():
+		// httplimit took the client's deadline for the upstream's.
+		o = st.untrustedOutcome()
 	case o == sluice.Ignore && st.clientGone():
 		o = st.goneOutcome()
 	}
@@ -220,6 +227,12 @@ func outcome(r *http.Request, status int) sluice.Outcome {
 	if st := stateFrom(r.Context()); st != nil && st.isLong() {
 		return sluice.Ignore
 	}
+	return statusOutcome(status)
+}
+
+// statusOutcome is the outcome of an answer with status (0: none written,
+// which net/http sends as 200).
+func statusOutcome(status int) sluice.Outcome {
 	if status >= 500 {
 		return sluice.Dropped
 	}

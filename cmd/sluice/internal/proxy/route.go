@@ -32,6 +32,7 @@ type route struct {
 	limit   *httplimit.Handler // nil without a policy
 	handler http.Handler       // limit, or the proxy itself
 	metrics *routeMetrics
+	peers   *httplimit.ClientIP // which peers are trusted proxies
 }
 
 func routeDefinition(r Route, p *policy, ip ClientIPConfig) string {
@@ -61,6 +62,7 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 	}
 	rt := &route{name: spec.Name, def: routeDefinition(spec, p, c.ClientIP), spec: spec, policy: p}
 	fwd := newForwarding(c.ClientIP)
+	rt.peers = fwd.ip
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
@@ -323,8 +325,9 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logg
 		}
 		ctx := st.withState()
 		if d, ok := clientTimeout(r, rt.spec.DeadlineHeader); ok {
+			_, trusted := rt.peers.Peer(r)
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, st.start.Add(d))
+			ctx, cancel = st.withClientDeadline(ctx, d, trusted)
 			defer cancel()
 		}
 		r = r.WithContext(ctx)
