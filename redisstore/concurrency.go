@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/concurrency"
@@ -26,7 +28,7 @@ import (
 type Concurrency struct {
 	leases
 	set   string
-	local localFor[*concurrency.Limiter]
+	local localFor[*localConc]
 }
 
 // NewConcurrency returns a shared concurrency limit over s.
@@ -60,13 +62,50 @@ func (l *Concurrency) Acquire(ctx context.Context) (sluice.Permit, error) {
 	})
 }
 
-// localLimiter is FailLocal's limiter: ceil(Limit/N) in this process.
-func (l *Concurrency) localLimiter() *concurrency.Limiter {
-	lim, _ := l.local.get(l.replicas(), func(n int) (*concurrency.Limiter, error) {
-		// Valid by construction: the shared config was checked.
-		return concurrency.New(concurrency.Config{Limit: l.localLimit(n), MaxQueue: l.cfg.Limit, MaxWait: l.cfg.MaxWait})
-	})
+// localLimiter is FailLocal's limiter: ceil(Limit/N) in this process, N
+// the replicas live now.
+func (l *Concurrency) localLimiter() *localConc {
+	lim, _ := l.local.get(l.newLocal) // valid by construction: the shared config was checked
+	l.fit(lim)
 	return lim
+}
+
+// localConc is a FailLocal limiter with the limit last set on it, so that
+// fitting it to the replica count costs one atomic load while the count
+// stays (its Stats would sum its striped counters).
+type localConc struct {
+	*concurrency.Limiter
+	mu    sync.Mutex // orders SetLimit and the store of limit
+	limit atomic.Int64
+}
+
+// newLocal makes a FailLocal limiter at the local limit for the replicas
+// live now.
+func (l *leases) newLocal() (*localConc, error) {
+	n := l.localLimit(l.replicas())
+	lim, err := concurrency.New(concurrency.Config{Limit: n, MaxQueue: l.cfg.Limit, MaxWait: l.cfg.MaxWait})
+	if err != nil {
+		return nil, err
+	}
+	c := &localConc{Limiter: lim}
+	c.limit.Store(int64(n))
+	return c, nil
+}
+
+// fit sets c to the local limit for the replicas live now. SetLimit keeps
+// the permits held counted: after a shrink it admits no one until in
+// flight is under the new limit.
+func (l *leases) fit(c *localConc) {
+	n := int64(l.localLimit(l.replicas()))
+	if c.limit.Load() == n {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.limit.Load() != n {
+		_ = c.SetLimit(int(n)) // 1 to Limit: valid
+		c.limit.Store(n)
+	}
 }
 
 // Stats returns the limiter's counters; InFlight is the leases this
@@ -87,7 +126,7 @@ func (l *Concurrency) Stats() sluice.Stats { return l.stats() }
 type KeyedConcurrency struct {
 	leases
 	prefix string
-	local  localFor[*keyed.Map[*concurrency.Limiter]]
+	local  localFor[*keyed.Map[*localConc]]
 }
 
 // NewKeyedConcurrency returns a shared concurrency limit per key over s.
@@ -117,7 +156,7 @@ func (l *KeyedConcurrency) TryAcquire(key string) (sluice.Permit, error) {
 		return sluice.Permit{}, err
 	}
 	return l.acquire(context.Background(), false, set, func() (sluice.Permit, error) {
-		m, err := l.localMap()
+		m, err := l.localMap(key)
 		if err != nil {
 			return sluice.Permit{}, err
 		}
@@ -136,7 +175,7 @@ func (l *KeyedConcurrency) Acquire(ctx context.Context, key string) (sluice.Perm
 		return sluice.Permit{}, err
 	}
 	return l.acquire(ctx, true, set, func() (sluice.Permit, error) {
-		m, err := l.localMap()
+		m, err := l.localMap(key)
 		if err != nil {
 			return sluice.Permit{}, err
 		}
@@ -145,17 +184,25 @@ func (l *KeyedConcurrency) Acquire(ctx context.Context, key string) (sluice.Perm
 }
 
 // localMap is FailLocal's limiter: ceil(Limit/N) per key in this process,
-// at most MaxKeys keys.
-func (l *KeyedConcurrency) localMap() (*keyed.Map[*concurrency.Limiter], error) {
-	return l.local.get(l.replicas(), func(n int) (*keyed.Map[*concurrency.Limiter], error) {
-		limit := l.localLimit(n)
-		return keyed.New(keyed.Config[*concurrency.Limiter]{
-			New: func(string) (*concurrency.Limiter, error) {
-				return concurrency.New(concurrency.Config{Limit: limit, MaxQueue: l.cfg.Limit, MaxWait: l.cfg.MaxWait})
-			},
+// at most MaxKeys keys, with key's limiter fitted to the replicas live now.
+// A key is fitted when it is used: until then, releases of its permits
+// hand its freed slots to its waiters under the limit it had.
+func (l *KeyedConcurrency) localMap(key string) (*keyed.Map[*localConc], error) {
+	m, err := l.local.get(func() (*keyed.Map[*localConc], error) {
+		return keyed.New(keyed.Config[*localConc]{
+			New:     func(string) (*localConc, error) { return l.newLocal() },
 			MaxKeys: l.cfg.MaxKeys,
 		})
 	})
+	if err != nil {
+		return nil, err
+	}
+	lim, err := m.Get(key) // the overflow limiter if key does not fit
+	if err != nil {
+		return nil, err
+	}
+	l.fit(lim)
+	return m, nil
 }
 
 // Key returns key's limit as a sluice.Limiter (its Stats are the whole

@@ -23,7 +23,9 @@ const (
 	// FailLocal decides with a limiter in the process at the shared limit
 	// divided by the live replicas (Replicas, or the store's heartbeat
 	// count), which is what the replicas together allow while Redis is
-	// away, as long as the load balancer spreads the traffic evenly.
+	// away, as long as the load balancer spreads the traffic evenly. When
+	// the count changes, the limiter is resized, not replaced: the permits
+	// it holds stay counted and its buckets keep their tokens.
 	FailLocal
 )
 
@@ -114,24 +116,26 @@ func (c *counters) fail(f Failure, cooldown time.Duration, local func() (sluice.
 	return sluice.Permit{}, nil
 }
 
-// localFor keeps the failure policy's local limiter, rebuilt when the
-// replica count it divides by changes.
+// localFor keeps the failure policy's local limiter, made at its first
+// use and never made again: the replica count its limit is divided by may
+// change while it holds permits or a bucket has spent tokens, which a new
+// limiter would forget. Its users resize it to the current count instead
+// (SetLimit keeps the permits held; SetRate and SetBurst keep the tokens).
 type localFor[L any] struct {
 	mu  sync.Mutex
-	n   int
 	lim L
 	ok  bool
 }
 
-func (l *localFor[L]) get(n int, build func(n int) (L, error)) (L, error) {
+func (l *localFor[L]) get(build func() (L, error)) (L, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.ok || l.n != n {
-		lim, err := build(n)
+	if !l.ok {
+		lim, err := build()
 		if err != nil {
 			return lim, err
 		}
-		l.lim, l.n, l.ok = lim, n, true
+		l.lim, l.ok = lim, true
 	}
 	return l.lim, nil
 }

@@ -75,7 +75,7 @@ type Buckets struct {
 	cache *overLimit
 	res   *reservoirs
 	hold  int64 // ns a batched token may stay unspent
-	local localFor[*keyed.Buckets]
+	local localFor[*keyed.Map[*rate.Bucket]]
 	c     counters
 }
 
@@ -289,23 +289,27 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 // (the store counted why).
 func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int) (sluice.Permit, error) {
 	return b.c.fail(b.cfg.Failure, b.s.cfg.BreakerCooldown, func() (sluice.Permit, error) {
-		lim, err := b.local.get(b.replicas(), b.buildLocal)
+		m, err := b.local.get(b.buildLocal)
+		if err != nil {
+			return sluice.Permit{}, err
+		}
+		// The key's bucket (or the overflow's), used directly: Get has
+		// just marked the key used, so it cannot be evicted meanwhile.
+		bk, err := m.Get(key)
+		if err == nil {
+			err = b.fit(bk)
+		}
 		if err != nil {
 			return sluice.Permit{}, err
 		}
 		switch {
 		case wait && n == 1:
-			return lim.Acquire(ctx, key)
+			return bk.Acquire(ctx)
 		case n == 1:
-			return lim.TryAcquire(key)
+			return bk.TryAcquire()
 		}
-		// The local buckets take one token at a time; a weighted request
-		// that finds fewer than n loses those it took, which errs on the
-		// strict side while Redis is away.
-		for range n {
-			if !lim.Allow(key) {
-				return sluice.Permit{}, sluice.RejectQuota(sluice.ReasonRate, 0)
-			}
+		if !bk.AllowN(n) {
+			return sluice.Permit{}, sluice.RejectQuota(sluice.ReasonRate, 0)
 		}
 		return sluice.Permit{}, nil
 	})
@@ -318,13 +322,46 @@ func (b *Buckets) replicas() int {
 	return b.s.Replicas()
 }
 
-// buildLocal makes FailLocal's limiter: each key's bucket at Rate/n and
-// Burst/n (rounded up: at least one token).
-func (b *Buckets) buildLocal(n int) (*keyed.Buckets, error) {
-	return keyed.NewBuckets(keyed.BucketsConfig{
-		Bucket:  rate.Config{Rate: b.cfg.Rate / float64(n), Burst: (b.cfg.Burst + n - 1) / n, MaxWait: b.cfg.MaxWait},
-		MaxKeys: b.cfg.MaxKeys,
+// localShare is FailLocal's bucket for n replicas: Rate/n and Burst/n
+// (rounded up: at least one token).
+func (b *Buckets) localShare(n int) rate.Config {
+	return rate.Config{Rate: b.cfg.Rate / float64(n), Burst: (b.cfg.Burst + n - 1) / n, MaxWait: b.cfg.MaxWait}
+}
+
+// buildLocal makes FailLocal's limiter: a rate.Bucket per key at the local
+// share, not a keyed.Buckets, whose rate and burst cannot change (see fit).
+// A key idle for 2·Burst/Rate has refilled (for n <= Burst, ceil(Burst/n)
+// tokens take less at Rate/n; beyond, the burst is one token, the most an
+// early eviction gives), so evicting it then gives no free burst.
+func (b *Buckets) buildLocal() (*keyed.Map[*rate.Bucket], error) {
+	return keyed.New(keyed.Config[*rate.Bucket]{
+		New: func(string) (*rate.Bucket, error) {
+			return rate.NewBucket(b.localShare(b.replicas()))
+		},
+		MaxKeys:     b.cfg.MaxKeys,
+		IdleTimeout: max(time.Minute, time.Duration(2*float64(b.cfg.Burst)/b.cfg.Rate*float64(time.Second))),
 	})
+}
+
+// fit sets bk to the local share of the replicas live now, keeping its
+// tokens (capped at the new burst): a new bucket would start full. The
+// burst shrinks first, so that no step takes longer than MaxFill to fill.
+func (b *Buckets) fit(bk *rate.Bucket) error {
+	want, c := b.localShare(b.replicas()), bk.Config()
+	if want.Burst < c.Burst {
+		if err := bk.SetBurst(want.Burst); err != nil {
+			return err
+		}
+	}
+	if want.Rate != c.Rate {
+		if err := bk.SetRate(want.Rate); err != nil {
+			return err
+		}
+	}
+	if want.Burst > c.Burst {
+		return bk.SetBurst(want.Burst)
+	}
+	return nil
 }
 
 // Stats returns the decisions over every key; Limit is the rate.

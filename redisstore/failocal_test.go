@@ -1,0 +1,127 @@
+package redisstore
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redisstore/redistest"
+)
+
+// deadStore is a store whose redis-server is gone (its port closed): every
+// decision goes to the failure policy. Its replica count is what the
+// heartbeat last stored; the tests below set it as a heartbeat would.
+func deadStore(t *testing.T) *Store {
+	t.Helper()
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond}, false)
+	rs.Close()
+	return s
+}
+
+// takeAll takes permits with TryAcquire until one is rejected (with
+// want), at most max.
+func takeAll(t *testing.T, l sluice.Limiter, want error, max int) []sluice.Permit {
+	t.Helper()
+	var ps []sluice.Permit
+	for range max {
+		p, err := l.TryAcquire()
+		if err != nil {
+			if !errors.Is(err, want) {
+				t.Fatalf("local rejection: %v", err)
+			}
+			break
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// A change of the replica count resizes FailLocal's concurrency limiter:
+// the permits it holds stay counted against the new local limit (a new
+// limiter would admit a second full set on top of them), and releasing
+// them frees slots under it.
+func TestFailLocalReplicasChangeKeepsPermits(t *testing.T) {
+	s := deadStore(t)
+	cfg := ConcurrencyConfig{Key: "resize", Limit: 4, Failure: FailLocal}
+	for _, tc := range []struct {
+		name string
+		l    sluice.Limiter
+	}{
+		{"Concurrency", newConcurrency(t, s, cfg)},
+		{"KeyedConcurrency", newKeyedConcurrency(t, s, cfg).Key("k")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.replicas.Store(1)
+			held := takeAll(t, tc.l, sluice.ErrLimit, 10)
+			if len(held) != 4 {
+				t.Fatalf("1 replica: admitted %d, want 4", len(held))
+			}
+			s.replicas.Store(2) // local limit 2, with 4 held
+			if ps := takeAll(t, tc.l, sluice.ErrLimit, 10); len(ps) != 0 {
+				t.Fatalf("2 replicas, 4 held: admitted %d more, want 0 (in flight %d > local limit 2)", len(ps), 4+len(ps))
+			}
+			for _, p := range held[:3] {
+				p.Release(sluice.Success, 0)
+			}
+			ps := takeAll(t, tc.l, sluice.ErrLimit, 10)
+			if len(ps) != 1 {
+				t.Fatalf("2 replicas, 1 held: admitted %d, want 1", len(ps))
+			}
+			held = append(held[3:], ps...)
+			s.replicas.Store(1) // local limit 4, with 2 held
+			ps = takeAll(t, tc.l, sluice.ErrLimit, 10)
+			if len(ps) != 2 {
+				t.Fatalf("1 replica, 2 held: admitted %d, want 2", len(ps))
+			}
+			for _, p := range append(held, ps...) {
+				p.Release(sluice.Success, 0)
+			}
+			if ps := takeAll(t, tc.l, sluice.ErrLimit, 10); len(ps) != 4 {
+				t.Fatalf("all released: admitted %d, want 4", len(ps))
+			}
+		})
+	}
+}
+
+// A change of the replica count resizes FailLocal's buckets: a key keeps
+// the tokens it has, capped at the new burst (a new bucket would start
+// full, letting a burst through).
+func TestFailLocalReplicasChangeKeepsTokens(t *testing.T) {
+	s := deadStore(t)
+	// 40 shared, refilling one token in 1,000 s: none during the test.
+	b := newBuckets(t, s, RateConfig{Rate: 0.001, Burst: 40, Failure: FailLocal})
+	k := b.Key("k")
+	s.replicas.Store(2) // burst 20
+	if n := len(takeAll(t, k, sluice.ErrRate, 15)); n != 15 {
+		t.Fatalf("2 replicas: admitted %d, want 15", n)
+	}
+	s.replicas.Store(4) // burst 10, 5 left
+	if n := len(takeAll(t, k, sluice.ErrRate, 40)); n != 5 {
+		t.Fatalf("4 replicas, 5 tokens left: admitted %d, want 5", n)
+	}
+	s.replicas.Store(1) // burst 40, none left
+	if n := len(takeAll(t, k, sluice.ErrRate, 40)); n != 0 {
+		t.Fatalf("1 replica, no token left: admitted %d, want 0", n)
+	}
+
+	// The cap: 39 tokens left at burst 40, 10 at burst 10. A weighted
+	// request for more than is left takes nothing.
+	if _, err := b.TryAcquire("full"); err != nil {
+		t.Fatal(err)
+	}
+	s.replicas.Store(4)
+	if _, err := b.TakeN("full", 6); err != nil {
+		t.Fatalf("6 of 10 tokens: %v", err)
+	}
+	if _, err := b.TakeN("full", 6); !errors.Is(err, sluice.ErrRate) {
+		t.Fatalf("6 of 4 tokens: %v", err)
+	}
+	if n := len(takeAll(t, b.Key("full"), sluice.ErrRate, 40)); n != 4 {
+		t.Fatalf("4 replicas, 4 tokens left: admitted %d, want 4", n)
+	}
+}
