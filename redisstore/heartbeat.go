@@ -24,16 +24,27 @@ return redis.call('ZCARD', KEYS[1])
 // heartbeat runs while the store is open when Config.Heartbeat is set. Its
 // cost: one round trip per interval per replica, and a sorted set of one
 // member per replica in Redis.
+//
+// Replicas is the largest of the last 3 counts, not the last: a count dips
+// though no replica left when Redis has lost the set (a restart without
+// persistence, a failover, a flush: each replica's first count after it is
+// only those that announced since) or when a replica's announcement was
+// late (a pause, or the slow Redis that sends decisions to FailLocal). A
+// dip raises FailLocal's local share; a replica that really left is
+// forgotten 2 heartbeats later, which errs on the strict side.
 func (s *Store) heartbeat() {
 	defer s.wg.Done()
 	id := newID()
 	ttl := 3 * s.cfg.Heartbeat
 	tick := time.NewTicker(s.cfg.Heartbeat)
 	defer tick.Stop()
-	for {
+	var last [3]int64
+	for i := 0; ; {
 		if v, err := s.eval(heartbeatScript, []string{s.cfg.HeartbeatKey}, id, ttl.Milliseconds()); err == nil {
 			if n, ok := v.(int64); ok && n > 0 {
-				s.replicas.Store(n)
+				last[i%len(last)] = n
+				i++
+				s.replicas.Store(max(last[0], last[1], last[2]))
 			}
 		}
 		select {

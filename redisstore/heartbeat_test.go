@@ -1,8 +1,11 @@
 package redisstore
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Replicas count each other through the heartbeat key; a replica that
@@ -29,5 +32,46 @@ func TestHeartbeatCountsReplicas(t *testing.T) {
 	waitFor(a, 1)
 	if st := a.Stats(); st.Replicas != 1 {
 		t.Fatalf("Stats.Replicas = %d", st.Replicas)
+	}
+}
+
+// A count that dips though no replica left does not lower Replicas (and
+// with it raise FailLocal's local share): here Redis loses the set, as a
+// restart without persistence does, and the store's next count is itself
+// alone until the others announce again.
+func TestHeartbeatRidesOutADip(t *testing.T) {
+	const key = "{sluice}:replicas-dip"
+	s := openStore(t, srv.URL(), Config{Timeout: 500 * time.Millisecond, Heartbeat: 50 * time.Millisecond, HeartbeatKey: key}, false)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	ctx := t.Context()
+	defer c.Del(context.Background(), key)
+	others := func() { // two replicas announcing, with their own clients
+		far := float64(time.Now().Add(time.Hour).UnixMilli())
+		if err := c.ZAdd(ctx, key, redis.Z{Score: far, Member: "b"}, redis.Z{Score: far, Member: "c"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("5 s and still not %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	others()
+	waitUntil("3 replicas", func() bool { return s.Replicas() == 3 })
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("announced alone", func() bool { return c.ZCard(ctx, key).Val() == 1 })
+	others()
+	for end := time.Now().Add(4 * 50 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if n := s.Replicas(); n != 3 {
+			t.Fatalf("Replicas() = %d after Redis lost the set, want 3", n)
+		}
 	}
 }

@@ -249,8 +249,8 @@ func (s *Store) Stats() StoreStats {
 	}
 }
 
-// Replicas is the number of live replicas the heartbeat last counted, at
-// least 1 (1 without a heartbeat).
+// Replicas is the number of live replicas by the heartbeat, the largest of
+// its last 3 counts, at least 1 (1 without a heartbeat).
 func (s *Store) Replicas() int { return int(max(1, s.replicas.Load())) }
 
 // eval runs script with keys and args in one round trip (alone or in a
