@@ -47,8 +47,9 @@
 //	sluice_store_replicas             gauge      store    live replicas by the heartbeat
 //
 // Reasons are sluice.Reason's names (rate, limit, queue_full, queue_timeout,
-// deadline, shed, throttled, store, too_large, closed); every one is
-// exported from the first scrape, at 0, so rate() works from the start.
+// deadline, shed, throttled, too_large, store); every one is exported from
+// the first scrape, at 0, so rate() works from the start. A rejection of no
+// known reason is counted as unknown, a series that appears only then.
 //
 // The wait histogram's buckets are by default prometheus.DefBuckets (5 ms to
 // 10 s), the buckets of GitLab's acquiring-seconds histogram in seed 001;
