@@ -131,10 +131,13 @@ func fromLoad(res *load.Result, samples []gaugeSample, s sim.Scenario, interval 
 			GoodputRPS:    pt.Goodput,
 			ThroughputRPS: pt.Throughput,
 			RejectedRPS:   pt.Rejects,
-			TimeoutsRPS:   pt.Timeouts,
-			P50Ms:         ms(pt.P50),
-			P95Ms:         ms(pt.P95),
-			P99Ms:         ms(pt.P99),
+			// The load generator counts every event by its request's
+			// intended send time.
+			RejectedBySendRPS: pt.Rejects,
+			TimeoutsRPS:       pt.Timeouts,
+			P50Ms:             ms(pt.P50),
+			P95Ms:             ms(pt.P95),
+			P99Ms:             ms(pt.P99),
 		}
 		if i < len(samples) {
 			g := samples[i]

@@ -195,8 +195,16 @@ type Point struct {
 	OfferedRPS    float64 `json:"offered_rps"`
 	GoodputRPS    float64 `json:"goodput_rps"`
 	ThroughputRPS float64 `json:"throughput_rps"`
-	// RejectedRPS counts policy rejections and origin refusals.
+	// RejectedRPS counts policy rejections and origin refusals: in the
+	// simulator's series when they happened, in the load generator's (as
+	// its every figure) by the request's intended send time.
 	RejectedRPS float64 `json:"rejected_rps"`
+	// RejectedBySendRPS counts the same by the request's send time,
+	// however much later it was turned away: the load generator's
+	// RejectedRPS, and what the simulator's is once a queue holds
+	// requests through a change (those sent in an overload and evicted
+	// after it count in the overload).
+	RejectedBySendRPS float64 `json:"rejected_by_send_rps"`
 	// RejectedByRPS is the policy's rejections per second by reason (the
 	// labels of Summary.Rejected); absent when there were none.
 	RejectedByRPS map[string]float64 `json:"rejected_by_reason_rps,omitempty"`
