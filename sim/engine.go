@@ -85,7 +85,7 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 		rngSvc:    ServiceRand(sc.Seed),
 		rngRetry:  rand.New(rand.NewPCG(sc.Seed, 3)),
 		arr:       NewArrivals(&sc.Load),
-		m:         newMetrics(int64(sc.Warmup), int(sc.Duration/interval)+1),
+		m:         newMetrics(int64(sc.Warmup), int64(sc.Duration), int(sc.Duration/interval)+1),
 		timeout:   int64(sc.Load.Timeout),
 		clientCap: sc.Load.ClientWorkers,
 	}
@@ -189,7 +189,6 @@ func (e *engine) run() {
 // count, by intended send time however late the answer, has its match.
 func (e *engine) drain() {
 	e.draining = true
-	e.m.warmup = never // nothing more is recorded in the measured window
 	if e.timeout > 0 {
 		e.end += e.timeout
 	} else {
@@ -379,7 +378,7 @@ func (e *engine) answer(id int32, r *request, c int) {
 		if r.clientOK {
 			o = sluice.Success
 			e.m.success(e.now, e.now-r.sent, e.now-r.admitted)
-			if r.sent >= int64(e.sc.Warmup) {
+			if e.m.measured(r.sent) {
 				e.bySend++
 			}
 			r.clientOK = false

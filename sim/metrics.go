@@ -52,7 +52,14 @@ func record(h *hdrhistogram.Histogram, ns int64) {
 // metrics accumulates one policy's figures: counters and latencies for the
 // current interval (emptied at each tick) and for the measured window.
 type metrics struct {
-	warmup   int64
+	// The measured window is [warmup, end), half-open like a Point's
+	// interval: an event at exactly end (a completion, a deadline) is
+	// outside it, as it is outside the series' last Point. Counting both
+	// ends let in the answers at end, which no Point holds, and goodput
+	// could exceed capacity. The drain's events, all after end, are outside
+	// too.
+	warmup, end int64
+
 	cur, tot tally
 	curLat   *hdrhistogram.Histogram // successes in the current interval
 	curAdm   *hdrhistogram.Histogram // the same, from their admission
@@ -81,17 +88,20 @@ type metrics struct {
 	waitN           int64
 }
 
-func newMetrics(warmup int64, npoints int) metrics {
+func newMetrics(warmup, end int64, npoints int) metrics {
 	return metrics{
-		warmup: warmup,
+		warmup: warmup, end: end,
 		curLat: newHist(), curAdm: newHist(), lat: newHist(), rejLat: newHist(), wait: newHist(),
 		points: make([]Point, 0, npoints),
 	}
 }
 
+// measured reports whether an event at now is in the measured window.
+func (m *metrics) measured(now int64) bool { return now >= m.warmup && now < m.end }
+
 func (m *metrics) inc(now int64, c int) {
 	m.cur.n[c]++
-	if now >= m.warmup {
+	if m.measured(now) {
 		m.tot.n[c]++
 	}
 }
@@ -102,7 +112,7 @@ func (m *metrics) success(now, latency, served int64) {
 	m.inc(now, cSuccess)
 	record(m.curLat, latency)
 	record(m.curAdm, served)
-	if now >= m.warmup {
+	if m.measured(now) {
 		record(m.lat, latency)
 		m.latSum += float64(latency)
 	}
@@ -111,7 +121,7 @@ func (m *metrics) success(now, latency, served int64) {
 // served notes a request that starts service at the origin now, wait after
 // it was sent.
 func (m *metrics) served(now, wait int64) {
-	if now >= m.warmup {
+	if m.measured(now) {
 		m.waitSum += float64(wait)
 		m.waitN++
 	}
@@ -121,7 +131,7 @@ func (m *metrics) reject(now int64, r sluice.Reason, latency int64) {
 	m.inc(now, cRejected)
 	m.rejectedSent(now - latency)
 	m.cur.rejects[r]++
-	if now >= m.warmup {
+	if m.measured(now) {
 		m.tot.rejects[r]++
 		record(m.rejLat, latency)
 	}
@@ -146,7 +156,7 @@ func (m *metrics) rejectedSent(sent int64) {
 }
 
 func (m *metrics) admitted(now, wait int64) {
-	if now >= m.warmup {
+	if m.measured(now) {
 		record(m.wait, wait)
 	}
 }
@@ -210,9 +220,9 @@ func (m *metrics) tick(now int64) *Point {
 	return &m.points[len(m.points)-1]
 }
 
-func (m *metrics) summary(end int64) Summary {
-	m.closeCap(end)
-	sec := float64(end-m.warmup) / 1e9
+func (m *metrics) summary() Summary {
+	m.closeCap(m.end)
+	sec := float64(m.end-m.warmup) / 1e9
 	t := &m.tot
 	s := Summary{
 		Sent:           t.n[cSent],

@@ -39,6 +39,8 @@ func TestDeterministic(t *testing.T) {
 func TestBelowCapacity(t *testing.T) {
 	// Half the capacity of constant work: every request is served at once,
 	// in exactly the service time, and the series has one point per second.
+	// The last two sends (9.98 s and 9.99 s) are answered at or after the
+	// end, outside the window [0, 10 s).
 	p := run1(t, Scenario{
 		Duration: 10 * time.Second,
 		Origin:   Origin{Workers: 4, Service: Dist{Kind: Constant, Mean: 20 * ms}},
@@ -46,8 +48,8 @@ func TestBelowCapacity(t *testing.T) {
 		Policies: []Policy{ConcurrencyPolicy{Limit: 4}},
 	})
 	s := p.Summary
-	if s.Sent != 1000 || s.Successes < 999 || s.RejectLatency.Count != 0 || s.Timeouts != 0 {
-		t.Errorf("sent %d, successes %d, rejects %v, timeouts %d: want 1000 sent and served", s.Sent, s.Successes, s.Rejects, s.Timeouts)
+	if s.Sent != 1000 || s.Successes != 998 || s.RejectLatency.Count != 0 || s.Timeouts != 0 {
+		t.Errorf("sent %d, successes %d, rejects %v, timeouts %d: want 1000 sent, 998 served by the end", s.Sent, s.Successes, s.Rejects, s.Timeouts)
 	}
 	if s.Latency.Max > 21*ms || s.Latency.P50 < 19*ms {
 		t.Errorf("latency %+v, want 20 ms", s.Latency)
@@ -163,14 +165,49 @@ func TestTieOrder(t *testing.T) {
 	}
 
 	// An answer due at the instant of the client's deadline comes too late.
+	// The last request's deadline, at 10 s, is the end: outside the window.
 	p = run1(t, Scenario{
 		Duration: 10 * time.Second,
 		Origin:   Origin{Workers: 10, Service: Dist{Kind: Constant, Mean: time.Second}},
 		Load:     Load{Rate: 1, Timeout: time.Second},
 		Policies: []Policy{NonePolicy{}},
 	})
-	if s := p.Summary; s.Successes != 0 || s.Timeouts != 10 {
-		t.Errorf("1 s of work, 1 s timeout: %d successes, %d timeouts; want 0 and 10", s.Successes, s.Timeouts)
+	if s := p.Summary; s.Successes != 0 || s.Timeouts != 9 {
+		t.Errorf("1 s of work, 1 s timeout: %d successes, %d timeouts; want 0 and 9", s.Successes, s.Timeouts)
+	}
+}
+
+// TestWindowHalfOpen: the summary counts events in [Warmup, Duration), as
+// a Point counts those in [its start, T). Constant 10 rps into one worker of
+// 100 ms: capacity is exactly 10 rps, and request k, sent at k × 100 ms, is
+// answered at (k+1) × 100 ms. The answer at 10 s is at the end, outside;
+// with a warm-up of 1 s the answer at 1 s is inside, the send at 0.9 s
+// outside, and goodput is capacity, not more.
+func TestWindowHalfOpen(t *testing.T) {
+	for _, tt := range []struct {
+		warmup          time.Duration
+		sent, successes int64
+	}{{0, 100, 99}, {time.Second, 90, 90}} {
+		p := run1(t, Scenario{
+			Duration: 10 * time.Second, Warmup: tt.warmup,
+			Origin:   Origin{Workers: 1, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: 100 * ms}},
+			Load:     Load{Rate: 10},
+			Policies: []Policy{NonePolicy{}},
+		})
+		s := p.Summary
+		if s.Sent != tt.sent || s.Successes != tt.successes || s.Goodput > s.Capacity {
+			t.Errorf("warmup %v: %d sent, %d successes, goodput %v of capacity %v; want %d, %d and goodput <= capacity",
+				tt.warmup, s.Sent, s.Successes, s.Goodput, s.Capacity, tt.sent, tt.successes)
+		}
+		var series float64 // the window's Points: it is whole intervals
+		for _, pt := range p.Series {
+			if pt.T > tt.warmup {
+				series += pt.Goodput
+			}
+		}
+		if int64(series) != s.Successes {
+			t.Errorf("warmup %v: the window's Points hold %v successes, the summary %d", tt.warmup, series, s.Successes)
+		}
 	}
 }
 
@@ -179,8 +216,9 @@ func TestTieOrder(t *testing.T) {
 // their send time; Successes stops at Duration.
 func TestSucceededBySend(t *testing.T) {
 	// 20 requests in 1 s to one worker of 100 ms: request k (sent at
-	// k × 50 ms) is answered at (k+1) × 100 ms, after 100 + 50k ms. Ten
-	// answers come by the end; with a 1 s timeout, k = 0..17 succeed
+	// k × 50 ms) is answered at (k+1) × 100 ms, after 100 + 50k ms. Nine
+	// answers come before the end (the tenth is at 1 s, the end, outside
+	// the window [0, 1 s)); with a 1 s timeout, k = 0..17 succeed
 	// (k = 18 is answered at its deadline, too late).
 	for _, tt := range []struct {
 		timeout time.Duration
@@ -192,8 +230,8 @@ func TestSucceededBySend(t *testing.T) {
 			Load:     Load{Rate: 20, Timeout: tt.timeout},
 			Policies: []Policy{NonePolicy{}},
 		})
-		if s := p.Summary; s.Successes != 10 || s.SucceededBySend != tt.want {
-			t.Errorf("timeout %v: %d successes by the end, %d by send time; want 10 and %d", tt.timeout, s.Successes, s.SucceededBySend, tt.want)
+		if s := p.Summary; s.Successes != 9 || s.SucceededBySend != tt.want {
+			t.Errorf("timeout %v: %d successes by the end, %d by send time; want 9 and %d", tt.timeout, s.Successes, s.SucceededBySend, tt.want)
 		}
 	}
 

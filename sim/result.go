@@ -29,9 +29,10 @@ type PolicyResult struct {
 	wait    *hdrhistogram.Histogram // admission wait of admitted requests, µs
 }
 
-// Summary is a policy's figures over the measured window, from Warmup to
-// Duration: each event (a send, a response, a rejection) counts if it
-// happened in the window, and rates are per second of the window.
+// Summary is a policy's figures over the measured window, from Warmup up to,
+// not including, Duration (as a Point's interval ends before its T): each
+// event (a send, a response, a rejection) counts if it happened in the
+// window, and rates are per second of the window.
 type Summary struct {
 	// Sent counts attempts sent to the policy, retries included.
 	Sent int64 `json:"sent"`

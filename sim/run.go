@@ -44,7 +44,7 @@ func runPolicy(s *Scenario, i int) (PolicyResult, error) {
 	if e.full {
 		return PolicyResult{}, e.overflow(i)
 	}
-	sum := e.m.summary(e.end)
+	sum := e.m.summary()
 	e.drain()
 	sum.SucceededBySend = e.bySend
 	return PolicyResult{
