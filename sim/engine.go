@@ -416,6 +416,7 @@ func (e *engine) giveUp(id int32, r *request) {
 
 // fail ends the client's wait for r unsuccessfully and retries if allowed.
 func (e *engine) fail(id int32, r *request) {
+	e.m.inc(e.now, cFailed)
 	r.clientOK = false
 	rt := e.sc.Load.Retries
 	if !e.draining && int(r.attempt) < rt.Max && (rt.Budget == 0 || e.retryTokens >= 1) {

@@ -21,6 +21,10 @@ const (
 	cOriginTimeout
 	cRetry
 	cRejected
+	// cFailed counts attempts the client saw fail, once each: an attempt
+	// the client gave up on may still be refused or timed out at the
+	// origin afterwards, which Refused and OriginTimeouts count.
+	cFailed
 	nCounters
 )
 
@@ -228,7 +232,7 @@ func (m *metrics) summary() Summary {
 		Sent:           t.n[cSent],
 		Unsent:         t.n[cUnsent],
 		Successes:      t.n[cSuccess],
-		Failed:         t.n[cRejected] + t.n[cRefused] + t.n[cOriginTimeout] + t.n[cTimeout],
+		Failed:         t.n[cFailed],
 		Goodput:        float64(t.n[cSuccess]) / sec,
 		Throughput:     float64(t.n[cCompleted]) / sec,
 		Demand:         float64(t.n[cDue]) / sec,

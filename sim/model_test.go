@@ -248,6 +248,22 @@ func TestSucceededBySend(t *testing.T) {
 	}
 }
 
+// TestFailedOncePerAttempt: an attempt the client gave up on that the
+// origin then times out is one failed attempt, not two. Three requests at
+// once to a worker busy for 10 s: the client gives up on each at 1 s, the
+// origin times them out at 2 s.
+func TestFailedOncePerAttempt(t *testing.T) {
+	p := run1(t, Scenario{
+		Duration: 5 * time.Second,
+		Origin:   Origin{Workers: 1, Queue: Unbounded, Timeout: 2 * time.Second, Service: Dist{Kind: Constant, Mean: 10 * time.Second}},
+		Load:     Load{Bursts: Bursts{Size: 3, Count: 1}, Timeout: time.Second},
+		Policies: []Policy{NonePolicy{}},
+	})
+	if s := p.Summary; s.Sent != 3 || s.Timeouts != 3 || s.OriginTimeouts != 3 || s.Failed != 3 {
+		t.Errorf("%d sent, %d timeouts, %d origin timeouts, %d failed; want 3 of each", s.Sent, s.Timeouts, s.OriginTimeouts, s.Failed)
+	}
+}
+
 func TestRetryBudget(t *testing.T) {
 	s := Scenario{
 		Seed: 1, Duration: 10 * time.Second,

@@ -49,8 +49,9 @@ type Summary struct {
 	// Duration, which leaves out a queue that drains after a ramp.
 	SucceededBySend int64 `json:"succeeded_by_send"`
 	// Failed counts attempts that ended without a success: rejected,
-	// refused, timed out at the client or at the origin. Requests still
-	// waiting at the end of the run are neither.
+	// refused, timed out at the client or at the origin, each once (one the
+	// client gave up on that the origin timed out later is one failure).
+	// Requests still waiting at the end of the run are neither.
 	Failed int64 `json:"failed"`
 	// Goodput is successes per second: the headline.
 	Goodput float64 `json:"goodput"`
