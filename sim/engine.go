@@ -24,6 +24,10 @@ type request struct {
 	oqueued  bool // in the origin's queue
 	answered bool // the origin already answered (its timeout); still busy
 	sent     int64
+	// first is the request's intended send time, its first attempt's: a
+	// retry is the same request, with the same deadline and a latency
+	// from first, as a load generator measures from the intended send.
+	first    int64
 	deadline int64 // never: no deadline
 	admitted int64
 	token    uint64 // the policy's permit token
@@ -331,16 +335,23 @@ func (e *engine) send() {
 	e.start(id, r)
 }
 
-// start sends attempt id now: it sets its deadline and asks the policy.
+// start sends attempt id now and asks the policy. A first attempt sets the
+// request's deadline; a retry keeps it (fail sends none at or past it).
 func (e *engine) start(id int32, r *request) {
 	e.simulated++
 	e.m.inc(e.now, cSent)
 	r.clientOK = true
 	r.sent = e.now
-	r.deadline = never
-	if e.timeout > 0 {
-		r.deadline = e.now + e.timeout
-		e.scheduleFIFO(&e.dls, r.deadline, evDeadline, id, r.gen)
+	if r.attempt == 0 {
+		r.first, r.deadline = e.now, never
+		if e.timeout > 0 {
+			r.deadline = e.now + e.timeout
+			e.scheduleFIFO(&e.dls, r.deadline, evDeadline, id, r.gen)
+		}
+	} else if r.deadline != never {
+		// Earlier than the deadlines of first attempts sent since, and the
+		// FIFO's times must not decrease: on the heap.
+		e.schedule(r.deadline, evDeadline, id, r.gen)
 	}
 	e.pol.arrive(e.now, id, r)
 }
@@ -377,8 +388,8 @@ func (e *engine) answer(id int32, r *request, c int) {
 		}
 		if r.clientOK {
 			o = sluice.Success
-			e.m.success(e.now, e.now-r.sent, e.now-r.admitted)
-			if e.m.measured(r.sent) {
+			e.m.success(e.now, e.now-r.first, e.now-r.admitted)
+			if e.m.measured(r.first) {
 				e.bySend++
 			}
 			r.clientOK = false
@@ -419,19 +430,23 @@ func (e *engine) fail(id int32, r *request) {
 	e.m.inc(e.now, cFailed)
 	r.clientOK = false
 	rt := e.sc.Load.Retries
-	if !e.draining && int(r.attempt) < rt.Max && (rt.Budget == 0 || e.retryTokens >= 1) {
+	retry := !e.draining && int(r.attempt) < rt.Max && (rt.Budget == 0 || e.retryTokens >= 1)
+	var wait int64
+	if retry && rt.Backoff > 0 {
+		// Capped so that a long backoff's 2^30 cannot overflow the clock.
+		wait = int64(min(e.rngRetry.Float64()*float64(rt.Backoff)*float64(uint64(1)<<min(r.attempt, 30)), maxNanos))
+	}
+	// The retry keeps the request's deadline: once it has passed, or would
+	// before the backoff ends, the client gives up instead.
+	if retry && e.now+wait < r.deadline {
 		if rt.Budget > 0 {
 			e.retryTokens--
 		}
 		e.m.inc(e.now, cRetry)
 		nid, nr := e.alloc()
 		nr.attempt = r.attempt + 1
+		nr.first, nr.deadline = r.first, r.deadline
 		nr.clientOK = true // holds the client worker through the backoff
-		var wait int64
-		if rt.Backoff > 0 {
-			// Capped so that a long backoff's 2^30 cannot overflow the clock.
-			wait = int64(min(e.rngRetry.Float64()*float64(rt.Backoff)*float64(uint64(1)<<min(r.attempt, 30)), maxNanos))
-		}
 		e.schedule(e.now+wait, evRetry, nid, nr.gen)
 	} else {
 		e.clientBusy--

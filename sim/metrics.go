@@ -110,8 +110,8 @@ func (m *metrics) inc(now int64, c int) {
 	}
 }
 
-// success notes a success latency after it was sent, served after the
-// policy admitted it.
+// success notes a success latency after its request's intended send,
+// served after the policy admitted it.
 func (m *metrics) success(now, latency, served int64) {
 	m.inc(now, cSuccess)
 	record(m.curLat, latency)

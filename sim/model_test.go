@@ -264,6 +264,52 @@ func TestFailedOncePerAttempt(t *testing.T) {
 	}
 }
 
+// TestRetryIsTheSameRequest: a retry keeps its request's deadline and its
+// latency is counted from the request's intended send, as a load generator
+// measures a request.
+func TestRetryIsTheSameRequest(t *testing.T) {
+	// Two requests at once to one worker of 600 ms, a 1 s timeout: the
+	// second is still queued at its deadline and the client gives up; a
+	// retry then could only be answered after it.
+	p := run1(t, Scenario{
+		Duration: 5 * time.Second,
+		Origin:   Origin{Workers: 1, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: 600 * ms}},
+		Load:     Load{Bursts: Bursts{Size: 2, Count: 1}, Timeout: time.Second, Retries: Retries{Max: 3}},
+		Policies: []Policy{NonePolicy{}},
+	})
+	if s := p.Summary; s.Successes != 1 || s.Timeouts != 1 || s.Retries != 0 || s.Latency.Max > 601*ms {
+		t.Errorf("timed out: %d successes, %d timeouts, %d retries, latency max %v; want 1, 1, 0 and 600ms",
+			s.Successes, s.Timeouts, s.Retries, s.Latency.Max)
+	}
+
+	// The same without a timeout, and an origin that refuses while its
+	// worker is busy: the second request is retried until the first is
+	// answered at 100 ms, so it is answered at least 200 ms after it was
+	// first sent, whatever the attempt that succeeded.
+	p = run1(t, Scenario{
+		Seed: 1, Duration: 5 * time.Second,
+		Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: 100 * ms}},
+		Load:     Load{Bursts: Bursts{Size: 2, Count: 1}, Retries: Retries{Max: 10, Backoff: 100 * ms}},
+		Policies: []Policy{NonePolicy{}},
+	})
+	if s := p.Summary; s.Successes != 2 || s.Retries == 0 || s.Latency.Max < 200*ms {
+		t.Errorf("refused: %d successes, %d retries, latency max %v; want 2, some and >= 200ms", s.Successes, s.Retries, s.Latency.Max)
+	}
+
+	// A retry whose backoff (here up to 10 s) ends past the 100 ms
+	// deadline is not sent: the client gives up when it is refused.
+	p = run1(t, Scenario{
+		Seed: 1, Duration: 5 * time.Second,
+		Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: 10 * ms}},
+		Load:     Load{Bursts: Bursts{Size: 2, Count: 1}, Timeout: 100 * ms, Retries: Retries{Max: 1, Backoff: 10 * time.Second}},
+		Policies: []Policy{NonePolicy{}},
+	})
+	if s := p.Summary; s.Successes != 1 || s.Refused != 1 || s.Retries != 0 || s.Timeouts != 0 {
+		t.Errorf("backoff past the deadline: %d successes, %d refused, %d retries, %d timeouts; want 1, 1, 0, 0",
+			s.Successes, s.Refused, s.Retries, s.Timeouts)
+	}
+}
+
 func TestRetryBudget(t *testing.T) {
 	s := Scenario{
 		Seed: 1, Duration: 10 * time.Second,

@@ -40,7 +40,7 @@ type Summary struct {
 	Unsent int64 `json:"unsent"`
 	// Successes counts responses within the client's deadline.
 	Successes int64 `json:"successes"`
-	// SucceededBySend counts the attempts sent in the window that
+	// SucceededBySend counts the requests first sent in the window that
 	// succeeded, however long after Duration their answer came: the run
 	// goes on past Duration, with no new sends or retries, until each
 	// client has its answer or gives up (at its deadline; without one, for
@@ -82,7 +82,8 @@ type Summary struct {
 	// Wasted counts origin completions whose client had already gone.
 	Wasted int64 `json:"wasted"`
 	// Latency is the distribution of successful responses' latency, from
-	// the intended send time.
+	// the intended send time (a retried request's first, as for a request
+	// a load generator sends once).
 	Latency Percentiles `json:"latency"`
 	// RejectLatency is how long rejected requests took to be told no.
 	RejectLatency Percentiles `json:"reject_latency"`
@@ -93,8 +94,9 @@ type Summary struct {
 	// histogram).
 	MeanLatency time.Duration `json:"mean_latency"`
 	// MeanWait is the mean time from the intended send to the start of
-	// service, the policy's queue and the origin's queue together, of the
-	// requests that started service in the window.
+	// service (a retry's from its own send), the policy's queue and the
+	// origin's queue together, of the requests that started service in the
+	// window.
 	MeanWait time.Duration `json:"mean_wait"`
 }
 

@@ -125,6 +125,7 @@ type Load struct {
 	Bursts Bursts `yaml:"bursts" json:"bursts"`
 	// Timeout is the client's deadline from the intended send time: a
 	// response later than that is worthless and the client stops waiting.
+	// A retry keeps its request's deadline.
 	// 0: no deadline (every response counts as goodput).
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 	// ClientWorkers, when > 0, is how many requests the clients can have
@@ -151,9 +152,12 @@ type Bursts struct {
 }
 
 // Retries is the clients' retry policy. A failed attempt (rejected, refused,
-// timed out) is retried after a jittered exponential backoff, while the
-// budget allows: each first attempt earns Budget retry tokens (at most 10
-// saved), each retry spends one.
+// timed out at the origin) is retried after a jittered exponential backoff,
+// while the budget allows and the backoff ends before the request's
+// deadline (Load.Timeout from its first send: a client timeout ends the
+// request). Each first attempt earns Budget retry tokens (at most 10 saved),
+// each retry spends one. A retry is the same request: its latency is from
+// the first attempt's intended send.
 type Retries struct {
 	// Max is the most retries per request. Default 0: no retries.
 	Max int `yaml:"max" json:"max"`

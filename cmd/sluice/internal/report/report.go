@@ -113,11 +113,11 @@ type Summary struct {
 	// Refused requests the origin refused (queue full); OriginTimeouts
 	// requests the origin answered with its own timeout; Retries retry
 	// attempts; Wasted origin completions whose client had already gone.
-	// SucceededBySend counts the attempts sent in the window that succeeded,
-	// however long after the end the answer came (a load generator's
-	// count, by intended send time; the simulator follows the requests
-	// still out at the end to their answers for it): real and simulated
-	// runs are compared on it.
+	// SucceededBySend counts the requests first sent in the window that
+	// succeeded, however long after the end the answer came (a load
+	// generator's count, by intended send time; the simulator follows the
+	// requests still out at the end to their answers for it): real and
+	// simulated runs are compared on it.
 	Sent            int64 `json:"sent"`
 	Unsent          int64 `json:"unsent"`
 	Successes       int64 `json:"successes"`
