@@ -112,3 +112,25 @@ func TestAchievableIntervalByInterval(t *testing.T) {
 		t.Errorf("achievable %v, want %v", got, want)
 	}
 }
+
+// TestAchievableWarmupMidInterval: an interval the warm-up cuts counts the
+// demand of its part after the warm-up, not the whole interval's rate over
+// that part. Load starts at the warm-up, 1.5 s, half-way through an
+// interval, far below capacity: all of it is achievable.
+func TestAchievableWarmupMidInterval(t *testing.T) {
+	s := Scenario{
+		Duration: 3 * time.Second, Warmup: 1500 * ms,
+		Origin:   Origin{Workers: 10, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: 10 * ms}},
+		Load:     Load{Steps: []Step{{At: 1500 * ms, Rate: 10}}},
+		Policies: []Policy{NonePolicy{}},
+	}
+	res, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 14 requests in the window of 1.5 s (the first one gap after the step).
+	sm := res.Policies[0].Summary
+	if sm.Demand != 14/1.5 || sm.Achievable != sm.Demand || sm.Goodput != sm.Demand {
+		t.Errorf("demand %v, achievable %v, goodput %v; want %v of each", sm.Demand, sm.Achievable, sm.Goodput, 14/1.5)
+	}
+}

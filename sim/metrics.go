@@ -80,9 +80,13 @@ type metrics struct {
 	capFrom int64
 	capArea float64
 	curCap  float64 // the integral over the current interval
-	// achArea integrates min(demand, capacity) interval by interval over
-	// the measured window, for Summary.Achievable.
-	achArea float64
+	// achArea sums min(demand, capacity), in requests, interval by
+	// interval over the measured window, for Summary.Achievable; achDue and
+	// achCap are the window's demand and capacity integral at the last
+	// tick, so that an interval the warm-up cuts counts only its part in
+	// the window.
+	achArea, achCap float64
+	achDue          int64
 
 	// sums of nanoseconds for the means, over the measured window: latency
 	// of successes, and wait before service (the policy's queue and the
@@ -200,9 +204,13 @@ func (m *metrics) tick(now int64) *Point {
 		Capacity:     m.curCap / float64(now-m.lastTick),
 	}
 	m.curCap = 0
-	if from := max(m.lastTick, m.warmup); now > from {
-		m.achArea += min(p.Demand, p.Capacity) * float64(now-from) / 1e9
-	}
+	// The interval's demand and capacity in the window (all of it, or the
+	// part after the warm-up): multiplying the whole interval's demand
+	// rate by the part's length would count demand from before the warm-up
+	// as after it.
+	due, capa := m.tot.n[cDue]-m.achDue, m.capArea-m.achCap
+	m.achArea += min(float64(due), capa)
+	m.achDue, m.achCap = m.tot.n[cDue], m.capArea
 	if c.n[cRejected] > 0 {
 		p.RejectsBy = make(map[string]float64)
 		for r, n := range c.rejects {
