@@ -36,7 +36,6 @@ type Listener struct {
 	counters   counter.Counters
 
 	closeOnce sync.Once
-	closeErr  error
 }
 
 // rejected is a rejected connection and the time by which it must be
@@ -110,9 +109,12 @@ func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
 // Connections already returned by Accept stay open: they are the server's.
 // Close returns the inner listener's Close error; later calls return nil.
 func (l *Listener) Close() error {
+	// Only the call that closes reports the inner Close's error; a later
+	// one closed nothing, so it has nothing to report.
+	var err error
 	l.closeOnce.Do(func() {
 		l.cancel()
-		l.closeErr = l.inner.Close()
+		err = l.inner.Close()
 		l.wg.Wait()
 		// Every sender has stopped: what is left in the queue is ours.
 		for {
@@ -125,7 +127,7 @@ func (l *Listener) Close() error {
 			break
 		}
 	})
-	return l.closeErr
+	return err
 }
 
 // Stats reports the connections handed out by Accept (Admitted), the

@@ -264,6 +264,32 @@ func TestAcceptAfterClose(t *testing.T) {
 	}
 }
 
+// closeFailingListener's Close closes it and reports an error, as a
+// listener whose socket close fails does.
+type closeFailingListener struct{ *pipeListener }
+
+var errClose = errors.New("close failed")
+
+func (c closeFailingListener) Close() error {
+	c.pipeListener.Close()
+	return errClose
+}
+
+// TestCloseErrorOnce: Close returns the inner listener's Close error once;
+// a later Close closed nothing and returns nil.
+func TestCloseErrorOnce(t *testing.T) {
+	ln, err := NewListener(closeFailingListener{newPipeListener(1)}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ln.Close(); !errors.Is(err, errClose) {
+		t.Fatalf("first Close: %v, want the inner error", err)
+	}
+	if err := ln.Close(); err != nil {
+		t.Fatalf("second Close: %v, want nil", err)
+	}
+}
+
 // failingListener fails Accept with a non-closed error, then reports closed.
 type failingListener struct {
 	*pipeListener
