@@ -1,6 +1,7 @@
 package netlimit
 
 import (
+	"io"
 	"net"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,19 @@ func (c *Conn) Close() error {
 		c.l.open.Add(-1)
 	}
 	return err
+}
+
+// ReadFrom copies r to the connection with the accepted connection's own
+// ReadFrom when it has one (a *net.TCPConn's sendfile or splice, which
+// net/http uses to send a file), and with a plain copy otherwise: embedding
+// net.Conn alone would hide it. Conn has no CloseWrite: it could only have
+// one for every connection, and claim a half-close that a connection
+// without one (net.Pipe's) cannot do; NetConn reaches it.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(c.Conn, r)
 }
 
 // NetConn returns the connection accepted from the inner listener (a

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,6 +229,79 @@ func TestCloseTwiceReleasesOnce(t *testing.T) {
 	}
 	if nc := c2.(*Conn).NetConn(); nc.LocalAddr().String() != ln.Addr().String() {
 		t.Errorf("NetConn local address %v, want %v", nc.LocalAddr(), ln.Addr())
+	}
+}
+
+// readFromConn is a connection with its own ReadFrom, as a *net.TCPConn
+// has for sendfile; it counts the calls.
+type readFromConn struct {
+	net.Conn
+	calls *atomic.Int32
+}
+
+func (c readFromConn) ReadFrom(r io.Reader) (int64, error) {
+	c.calls.Add(1)
+	return io.Copy(c.Conn, r)
+}
+
+type readFromListener struct {
+	*pipeListener
+	calls atomic.Int32
+}
+
+func (l *readFromListener) Accept() (net.Conn, error) {
+	c, err := l.pipeListener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return readFromConn{c, &l.calls}, nil
+}
+
+// TestConnReadFrom: a Conn copies with the accepted connection's ReadFrom
+// when it has one (sendfile, for net/http), and with a plain copy when it
+// has none.
+func TestConnReadFrom(t *testing.T) {
+	withRF := &readFromListener{pipeListener: newPipeListener(1)}
+	readFromThrough(t, withRF, withRF.pipeListener)
+	if n := withRF.calls.Load(); n != 1 {
+		t.Errorf("the inner ReadFrom was called %d times, want once", n)
+	}
+	without := newPipeListener(1)
+	readFromThrough(t, without, without)
+}
+
+// readFromThrough sends "file" with the ReadFrom of a Conn accepted from a
+// Listener over inner (whose connections dial makes) and checks that the
+// client reads it.
+func readFromThrough(t *testing.T, inner net.Listener, dial *pipeListener) {
+	t.Helper()
+	ln, err := NewListener(inner, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client := dial.dial()
+	defer client.Close()
+	read := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(client)
+		read <- string(b)
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, ok := c.(io.ReaderFrom)
+	if !ok {
+		c.Close()
+		t.Fatal("the Conn has no ReadFrom")
+	}
+	if n, err := rf.ReadFrom(bytes.NewReader([]byte("file"))); n != 4 || err != nil {
+		t.Errorf("ReadFrom = %d, %v; want 4, nil", n, err)
+	}
+	c.Close()
+	if got := recv(t, read, "the client's read"); got != "file" {
+		t.Errorf("the client read %q, want %q", got, "file")
 	}
 }
 
