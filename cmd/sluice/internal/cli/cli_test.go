@@ -204,9 +204,11 @@ func TestSimPlotUnwritable(t *testing.T) {
 	}
 }
 
-// TestSimPlotRemovedOnFailure: the plot file is created before the run;
-// a run that fails leaves no empty file behind.
-func TestSimPlotRemovedOnFailure(t *testing.T) {
+// TestSimPlotUnchangedOnFailure: a run that fails leaves the -plot path
+// as it was: no empty file where there was none, and an earlier plot
+// there untouched. The plot is written beside it and renamed on success
+// only, so no temporary file is left either.
+func TestSimPlotUnchangedOnFailure(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "pileup.yaml")
 	// Valid, but the origin's queue grows past what a run may hold.
@@ -222,6 +224,61 @@ func TestSimPlotRemovedOnFailure(t *testing.T) {
 	if _, err := os.Stat(plot); !os.IsNotExist(err) {
 		t.Errorf("the plot file is left behind: %v", err)
 	}
+	if err := os.WriteFile(plot, []byte("an earlier plot"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := run("sim", bad, "--plot", plot); code != ExitUsage {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if b, err := os.ReadFile(plot); string(b) != "an earlier plot" {
+		t.Errorf("the earlier plot is now %q, %v", b, err)
+	}
+	assertFiles(t, dir, "out.svg", "pileup.yaml")
+}
+
+// assertFiles fails unless dir holds exactly names: no temporary file
+// left behind.
+func assertFiles(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, " ") != strings.Join(names, " ") {
+		t.Errorf("%s holds %q, want %q", dir, got, names)
+	}
+}
+
+// TestSimPlotReplaces: a run that succeeds replaces an earlier plot, keeps
+// its mode, and writes through a symbolic link as os.Create would.
+func TestSimPlotReplaces(t *testing.T) {
+	dir := t.TempDir()
+	plot := filepath.Join(dir, "run.svg")
+	if err := os.WriteFile(plot, []byte("an earlier plot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.svg")
+	if err := os.Symlink("run.svg", link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := run("sim", slow, "--plot", link); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(plot)
+	if err != nil || !bytes.HasPrefix(b, []byte("<svg")) && !bytes.HasPrefix(b, []byte("<?xml")) {
+		t.Errorf("run.svg is not a new plot: %.40q, %v", b, err)
+	}
+	if fi, err := os.Lstat(plot); err != nil || fi.Mode() != 0o600 {
+		t.Errorf("run.svg: mode %v, %v; want -rw-------", fi.Mode(), err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("link.svg is no longer a link: %v", err)
+	}
+	assertFiles(t, dir, "link.svg", "run.svg")
 }
 
 // TestSimFlagsOverride: -seed 0 is a seed like any other, and -warmup and

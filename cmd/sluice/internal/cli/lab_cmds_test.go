@@ -151,6 +151,39 @@ func TestLoadSeries(t *testing.T) {
 	wait()
 }
 
+// TestLoadSeriesUnchangedOnFailure: a load that sends nothing, for bad
+// input (exit 2) or an unreachable URL (exit 1), leaves an earlier -series
+// file as it was.
+func TestLoadSeriesUnchangedOnFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/"
+	ln.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "series.csv")
+	if err := os.WriteFile(path, []byte("an earlier series\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"-rate", "-1", "-duration", "1s", closed}, ExitUsage},
+		{[]string{"-rate", "10", "-duration", "1s", closed}, ExitFail},
+	} {
+		code, _, errs := run(append([]string{"load", "-series", path}, tc.args...)...)
+		if code != tc.code {
+			t.Errorf("load %q: exit %d, want %d: %s", tc.args, code, tc.code, errs)
+		}
+		if b, err := os.ReadFile(path); string(b) != "an earlier series\n" {
+			t.Errorf("load %q: the series file is now %q, %v", tc.args, b, err)
+		}
+	}
+	assertFiles(t, dir, "series.csv")
+}
+
 func TestOriginBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad, missing := filepath.Join(dir, "bad.yaml"), filepath.Join(dir, "missing.yaml")

@@ -120,14 +120,15 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	if !*asJSON && isTerminal(e.stdout) {
 		cfg.Progress = e.stdout
 	}
-	var seriesFile *os.File
+	var seriesFile *outFile
 	if *series != "" {
-		f, err := os.Create(*series)
+		// As sim's -plot: checked now, in place only once written.
+		f, err := createOut(*series)
 		if err != nil {
 			return usageError(fs, "-series", err)
 		}
 		seriesFile = f
-		defer f.Close()
+		defer f.Discard()
 	}
 
 	ctx, stop := signalContext()
@@ -152,7 +153,7 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	if err == nil && seriesFile != nil {
 		err = res.WriteSeries(seriesFile)
 		if err == nil {
-			err = seriesFile.Close()
+			err = seriesFile.Commit()
 		}
 	}
 	if err != nil {

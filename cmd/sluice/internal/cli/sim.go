@@ -67,24 +67,22 @@ func runSim(e env, fs *flag.FlagSet, args []string) int {
 			return usageError(fs, flagNames(set, "duration", "warmup", "interval"), err)
 		}
 	}
-	var plotFile *os.File
+	var plotFile *outFile
 	if *plotPath != "" {
-		// Create the file now, so an unwritable path fails before the run.
-		if plotFile, err = os.Create(*plotPath); err != nil {
+		// Open the file now, so an unwritable path fails before the run.
+		// It replaces the path only once the plot is written: a run that
+		// fails leaves an earlier plot there as it was.
+		if plotFile, err = createOut(*plotPath); err != nil {
 			return usageError(fs, "-plot", err)
 		}
-		defer plotFile.Close()
+		defer plotFile.Discard()
 	}
-	code = simulate(e, f, *asJSON, plotFile, format)
-	if code != ExitOK && plotFile != nil {
-		os.Remove(plotFile.Name()) // nothing to show: leave no empty file
-	}
-	return code
+	return simulate(e, f, *asJSON, plotFile, format)
 }
 
 // simulate runs the scenario and writes its report, and its plot when
 // plotFile is not nil.
-func simulate(e env, f *scenario.File, asJSON bool, plotFile *os.File, format string) int {
+func simulate(e env, f *scenario.File, asJSON bool, plotFile *outFile, format string) int {
 	res, err := f.Run()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice sim: %s\n", escape(err.Error()))
@@ -107,13 +105,13 @@ func simulate(e env, f *scenario.File, asJSON bool, plotFile *os.File, format st
 	if plotFile != nil {
 		err := report.Plot(plotFile, format, r)
 		if err == nil {
-			err = plotFile.Close()
+			err = plotFile.Commit()
 		}
 		if err != nil {
 			fmt.Fprintf(e.stderr, "sluice sim: plot: %v\n", err)
 			return ExitFail
 		}
-		fmt.Fprintf(e.stderr, "sluice sim: wrote %s\n", escape(plotFile.Name()))
+		fmt.Fprintf(e.stderr, "sluice sim: wrote %s\n", escape(plotFile.path))
 	}
 	return ExitOK
 }
