@@ -114,6 +114,12 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 	return ExitOK
 }
 
+// minPrecision is the finest -precision: each halving of the gap costs a
+// -step (5 s by default), and a rate measured over seconds is not known to
+// better than a tenth of a percent anyway. From the first failing step,
+// where the gap is at most a factor of 2, it takes about 10 steps.
+const minPrecision = 0.001
+
 // runCapacity is "sluice lab capacity URL --slo ...": seed 000's method,
 // automated.
 func runCapacity(e env, args []string) int {
@@ -124,7 +130,7 @@ func runCapacity(e env, args []string) int {
 	maxRate := fs.Float64("max", 20000, "highest rate to try, requests per second")
 	step := fs.Duration("step", 5*time.Second, "how long each step lasts")
 	timeout := fs.Duration("timeout", 0, "client timeout (0: twice the SLO's latency)")
-	precision := fs.Float64("precision", 0.02, "stop when the rate is known to this relative precision")
+	precision := fs.Float64("precision", 0.02, "stop when the rate is known to this relative precision, in [0.001, 1)")
 	asJSON := fs.Bool("json", false, "print the recommendation as JSON")
 	pos, code, ok := parse(fs, args, 1)
 	if !ok {
@@ -143,8 +149,8 @@ func runCapacity(e env, args []string) int {
 		return usageError(fs, "-step", fmt.Errorf("must be > 0, got %v", *step))
 	case *timeout < 0:
 		return usageError(fs, "-timeout", fmt.Errorf("must be >= 0, got %v", *timeout))
-	case *precision <= 0 || *precision >= 1:
-		return usageError(fs, "-precision", fmt.Errorf("must be in (0, 1), got %v", *precision))
+	case !(*precision >= minPrecision && *precision < 1):
+		return usageError(fs, "-precision", fmt.Errorf("must be in [%v, 1), got %v", minPrecision, *precision))
 	}
 	url := pos[0]
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {

@@ -33,6 +33,8 @@ func TestLabBadInput(t *testing.T) {
 		{[]string{"lab", "-out", out, "-policies", "static-5,nope", slow}, `-policies: no experiment has a policy named "nope"`},
 		{[]string{"lab", "capacity", "-slo", "p95<275ms", "http://127.0.0.1:1/"}, "-slo: bad SLO"},
 		{[]string{"lab", "capacity", "-step", "0s", "http://127.0.0.1:1/"}, "-step: must be > 0"},
+		{[]string{"lab", "capacity", "-precision", "1e-300", "http://127.0.0.1:1/"}, "-precision: must be in [0.001, 1)"},
+		{[]string{"lab", "capacity", "-precision", "1", "http://127.0.0.1:1/"}, "-precision: must be in [0.001, 1)"},
 		{[]string{"lab", "capacity", "127.0.0.1:1"}, "URL: want http:// or https://"},
 		{[]string{"lab", "capacity"}, "missing argument"},
 	} {

@@ -172,6 +172,11 @@ func (s Search) Find(ctx context.Context, slo SLO, measure Measure) (steps []Ste
 	}
 	for (hi-lo)/lo > s.Precision {
 		mid := (lo + hi) / 2
+		if mid == lo || mid == hi {
+			// lo and hi are adjacent floats: no rate lies between them,
+			// and a Precision finer than that would measure mid for ever.
+			break
+		}
 		st, err := run(mid)
 		if err != nil {
 			return steps, best, err

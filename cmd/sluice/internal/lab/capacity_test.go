@@ -74,6 +74,34 @@ func TestSearchFindsCapacity(t *testing.T) {
 	}
 }
 
+// TestSearchEndsAtAnyPrecision: a precision finer than the floats
+// between two rates can tell apart still ends the search, once the
+// midpoint no longer moves.
+func TestSearchEndsAtAnyPrecision(t *testing.T) {
+	slo, _ := ParseSLO("p95<=275ms,success>=99.99%")
+	for _, p := range []float64{1e-300, math.SmallestNonzeroFloat64} {
+		calls := 0
+		m := model(435, 25)
+		errTooMany := errors.New("too many steps")
+		measure := func(ctx context.Context, rate float64) (Step, error) {
+			if calls++; calls > 1000 { // the old search went on for ever
+				return Step{}, errTooMany
+			}
+			return m(ctx, rate)
+		}
+		steps, best, err := Search{Start: 10, Max: 20000, Precision: p}.Find(context.Background(), slo, measure)
+		if err != nil {
+			t.Fatalf("precision %g: %v after %d steps", p, err, calls)
+		}
+		// 6 doublings to 640, then about 52 halvings of the gap down to
+		// adjacent floats. The model's queue stays sustainable up to
+		// 437.175 rps (p50 = twice the no-load 25 ms).
+		if len(steps) > 80 || best.RateRPS < 435 || best.RateRPS > 437.175 {
+			t.Errorf("precision %g: best %v after %d steps, want 435 to 437.175 in at most 80", p, best.RateRPS, len(steps))
+		}
+	}
+}
+
 func TestSearchNoRate(t *testing.T) {
 	slo, _ := ParseSLO("p95<=1ms,success>=99%")
 	_, _, err := Search{Start: 10, Max: 1000, Precision: 0.02}.Find(context.Background(), slo, model(100, 25))
