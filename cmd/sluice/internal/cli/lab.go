@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/lab"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
 )
 
 // signalContext is the lab's context: cancelled by Ctrl-C or SIGTERM, so
@@ -33,7 +34,7 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 	if !ok {
 		return code
 	}
-	if *timeScale < 0 || *timeScale > 1 {
+	if !(*timeScale >= 0 && *timeScale <= 1) { // written so that NaN fails it
 		return usageError(fs, "-timescale", fmt.Errorf("must be in (0, 1], or 0 for the experiments' own, got %v", *timeScale))
 	}
 	var exps []lab.Experiment
@@ -140,11 +141,14 @@ func runCapacity(e env, args []string) int {
 	if err != nil {
 		return usageError(fs, "-slo", err)
 	}
+	// Each check is written !(in range) so that NaN, which fails every
+	// comparison, fails it. A rate above what load sends would fail only
+	// when the search reached it, minutes of steps later.
 	switch {
-	case *start <= 0:
-		return usageError(fs, "-start", fmt.Errorf("must be > 0, got %v", *start))
-	case *maxRate < *start:
-		return usageError(fs, "-max", fmt.Errorf("must be >= -start (%v), got %v", *start, *maxRate))
+	case !(*start > 0 && *start <= load.MaxRate):
+		return usageError(fs, "-start", fmt.Errorf("must be in (0, %g], got %v", load.MaxRate, *start))
+	case !(*maxRate >= *start && *maxRate <= load.MaxRate):
+		return usageError(fs, "-max", fmt.Errorf("must be in [-start (%v), %g], got %v", *start, load.MaxRate, *maxRate))
 	case *step <= 0:
 		return usageError(fs, "-step", fmt.Errorf("must be > 0, got %v", *step))
 	case *timeout < 0:

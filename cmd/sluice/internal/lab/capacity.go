@@ -39,7 +39,7 @@ func ParseSLO(s string) (SLO, error) {
 				return SLO{}, fmt.Errorf("%w: %q: want pNN<=DURATION, e.g. p95<=275ms", ErrSLO, part)
 			}
 			v, err := strconv.ParseFloat(q, 64)
-			if err != nil || v <= 0 || v >= 100 {
+			if err != nil || !(v > 0 && v < 100) { // NaN fails every comparison
 				return SLO{}, fmt.Errorf("%w: %q: the percentile must be a number in (0, 100)", ErrSLO, part)
 			}
 			d, err := time.ParseDuration(lat)
@@ -50,7 +50,7 @@ func ParseSLO(s string) (SLO, error) {
 		case strings.HasPrefix(part, "success>="):
 			v := strings.TrimSuffix(part[len("success>="):], "%")
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f <= 0 || f > 100 {
+			if err != nil || !(f > 0 && f <= 100) {
 				return SLO{}, fmt.Errorf("%w: %q: the success share must be a percentage in (0, 100]", ErrSLO, part)
 			}
 			slo.Success, haveSucc = f/100, true
@@ -128,8 +128,10 @@ var ErrNoRate = errors.New("no rate met the SLO")
 // the decisions are pure functions of the steps, so tests drive Find with
 // a model of a service.
 func (s Search) Find(ctx context.Context, slo SLO, measure Measure) (steps []Step, best Step, err error) {
-	if s.Start <= 0 || s.Max < s.Start || s.Precision <= 0 {
-		return nil, Step{}, fmt.Errorf("capacity search: want 0 < start <= max and precision > 0, got start %v, max %v, precision %v", s.Start, s.Max, s.Precision)
+	// Written !(in range) so that NaN fails it; an infinite Max would
+	// double the rate until it overflowed.
+	if !(s.Start > 0 && s.Start <= s.Max && s.Max <= math.MaxFloat64 && s.Precision > 0) {
+		return nil, Step{}, fmt.Errorf("capacity search: want 0 < start <= max < +Inf and precision > 0, got start %v, max %v, precision %v", s.Start, s.Max, s.Precision)
 	}
 	base := -1.0 // the first step's p50: latency without a queue
 	run := func(rate float64) (Step, error) {

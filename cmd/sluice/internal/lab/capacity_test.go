@@ -21,7 +21,9 @@ func TestParseSLO(t *testing.T) {
 		t.Errorf("String() = %q", got)
 	}
 	for _, bad := range []string{"", "p95<=275ms", "success>=99%", "p95<275ms,success>=99%", "p100<=1s,success>=99%",
-		"p95<=-1s,success>=99%", "p95<=275ms,success>=101%", "p95<=275,success>=99%", "q95<=1s,success>=99%"} {
+		"p95<=-1s,success>=99%", "p95<=275ms,success>=101%", "p95<=275,success>=99%", "q95<=1s,success>=99%",
+		// NaN passed checks written v <= 0 || v >= 100.
+		"pNaN<=275ms,success>=99%", "p95<=275ms,success>=NaN%", "p+Inf<=275ms,success>=99%", "p95<=275ms,success>=Inf%"} {
 		if _, err := ParseSLO(bad); !errors.Is(err, ErrSLO) {
 			t.Errorf("ParseSLO(%q): err = %v, want ErrSLO", bad, err)
 		}
@@ -98,6 +100,32 @@ func TestSearchEndsAtAnyPrecision(t *testing.T) {
 		// 437.175 rps (p50 = twice the no-load 25 ms).
 		if len(steps) > 80 || best.RateRPS < 435 || best.RateRPS > 437.175 {
 			t.Errorf("precision %g: best %v after %d steps, want 435 to 437.175 in at most 80", p, best.RateRPS, len(steps))
+		}
+	}
+}
+
+// TestSearchBadPlan: a plan Find cannot carry out is an error before any
+// step, NaN and infinities included.
+func TestSearchBadPlan(t *testing.T) {
+	slo, _ := ParseSLO("p95<=275ms,success>=99%")
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, s := range []Search{
+		{Start: 0, Max: 100, Precision: 0.02},
+		{Start: 10, Max: 5, Precision: 0.02},
+		{Start: 10, Max: 100, Precision: 0},
+		{Start: nan, Max: 100, Precision: 0.02},
+		{Start: 10, Max: nan, Precision: 0.02},
+		{Start: 10, Max: 100, Precision: nan},
+		{Start: 10, Max: inf, Precision: 0.02},
+		{Start: inf, Max: inf, Precision: 0.02},
+	} {
+		calls := 0
+		measure := func(ctx context.Context, rate float64) (Step, error) {
+			calls++
+			return model(100, 25)(ctx, rate)
+		}
+		if _, _, err := s.Find(context.Background(), slo, measure); err == nil || calls > 0 {
+			t.Errorf("%+v: err %v after %d steps, want an error before any", s, err, calls)
 		}
 	}
 }
