@@ -16,7 +16,9 @@ type Config struct {
 	// (sim.Origin documents each field). Workers and Service are required.
 	sim.Origin
 	// TimeScale multiplies every duration of Origin: the service times, the
-	// change times and the timeout. Default (0) 1; must be in (0, 1000].
+	// change times and the timeout. Default (0) 1; must be in (0, 1000],
+	// and no scaled duration may exceed the longest time.Duration (about
+	// 292 years).
 	TimeScale float64
 	// ErrorRate is the fraction of served requests answered with 500
 	// instead of 200, in [0, 1]. The work is done either way. Default 0.
@@ -74,14 +76,28 @@ func (c Config) validate() (Config, error) {
 			}
 		}
 		last = ch.At
-		ch.At = scale(ch.At, c.TimeScale)
+		at, ok := scale(ch.At, c.TimeScale)
+		if !ok {
+			return bad(f+".at", ch.At, tooLong(c.TimeScale))
+		}
+		ch.At = at
 		ch.Service = scaleDist(ch.Service, c.TimeScale)
 		changes[i] = ch
 	}
+	timeout, ok := scale(c.Timeout, c.TimeScale)
+	if !ok {
+		return bad("origin.timeout", c.Timeout, tooLong(c.TimeScale))
+	}
 	c.Changes = changes
-	c.Timeout = scale(c.Timeout, c.TimeScale)
+	c.Timeout = timeout
 	c.Service = scaleDist(c.Service, c.TimeScale)
 	return c, nil
+}
+
+// tooLong is the complaint about a duration that timescale f scales past
+// what a time.Duration holds.
+func tooLong(f float64) string {
+	return fmt.Sprintf("times timescale %v must be at most %v", f, time.Duration(math.MaxInt64))
 }
 
 // maxWorkers bounds the goroutines a typo could ask to hold at once.
@@ -115,12 +131,27 @@ func checkDist(f string, d sim.Dist) error {
 	return nil
 }
 
-func scale(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
+// scale multiplies d by f; ok is false when the product does not fit in a
+// time.Duration. Converting a float64 beyond its range to an integer gives
+// an arbitrary value (a negative one on amd64): a timeout scaled that way
+// was silently disabled, and a change fired at once.
+func scale(d time.Duration, f float64) (_ time.Duration, ok bool) {
+	v := float64(d) * f
+	// float64(math.MaxInt64) rounds up to 2^63, which does not fit.
+	if !(v < float64(math.MaxInt64)) {
+		return 0, false
+	}
+	return time.Duration(v), true
+}
 
+// scaleDist scales d's service times by f. They cannot overflow: checkDist
+// bounds them to 24h, and validate f to 1000.
 func scaleDist(d sim.Dist, f float64) sim.Dist {
-	d.Mean = max(scale(d.Mean, f), 1)
+	mean, _ := scale(d.Mean, f)
+	d.Mean = max(mean, 1)
 	if d.Tail != 0 {
-		d.Tail = max(scale(d.Tail, f), 1)
+		tail, _ := scale(d.Tail, f)
+		d.Tail = max(tail, 1)
 	}
 	return d
 }

@@ -257,6 +257,12 @@ func TestConfigErrors(t *testing.T) {
 			c.Changes = []sim.Change{{At: 2 * time.Second, Workers: 2}, {At: time.Second, Workers: 3}}
 		}},
 		{"timescale", func(c *Config) { c.TimeScale = -1 }},
+		// Scaled past what a time.Duration holds, they wrapped negative:
+		// the timeout was off and the change fired at once.
+		{"origin.timeout", func(c *Config) { c.TimeScale, c.Timeout = 1000, 10000*time.Hour }},
+		{"origin.changes[0].at", func(c *Config) {
+			c.TimeScale, c.Changes = 1000, []sim.Change{{At: 10000 * time.Hour, Workers: 2}}
+		}},
 		{"error_rate", func(c *Config) { c.ErrorRate = 1.5 }},
 	} {
 		c := Config{Origin: ok}
@@ -269,6 +275,14 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := New(Config{Origin: ok}); err != nil {
 		t.Errorf("valid config: %v", err)
+	}
+	// 2562h × 1000 is just under the longest time.Duration, 2562047h.
+	long := Config{Origin: ok, TimeScale: 1000}
+	long.Timeout = 2562 * time.Hour
+	if s, err := New(long); err != nil || s.cfg.Timeout != 2562000*time.Hour {
+		t.Errorf("timeout 2562h at timescale 1000: %v", err)
+	} else {
+		s.Close()
 	}
 }
 
