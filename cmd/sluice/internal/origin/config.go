@@ -125,8 +125,10 @@ func checkDist(f string, d sim.Dist) error {
 		return bad("tail", d.Tail, "must be in (0, 24h] for bimodal")
 	case d.Kind == sim.Bimodal && !(d.TailFraction >= 0 && d.TailFraction <= 1):
 		return bad("tail_fraction", d.TailFraction, "must be in [0, 1]")
-	case d.Kind != sim.Bimodal && (d.Tail != 0 || d.TailFraction != 0):
+	case d.Kind != sim.Bimodal && d.Tail != 0:
 		return bad("tail", d.Tail, "applies only to bimodal")
+	case d.Kind != sim.Bimodal && d.TailFraction != 0: // NaN too
+		return bad("tail_fraction", d.TailFraction, "applies only to bimodal")
 	}
 	return nil
 }

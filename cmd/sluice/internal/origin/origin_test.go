@@ -2,6 +2,7 @@ package origin
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -252,6 +253,9 @@ func TestConfigErrors(t *testing.T) {
 		{"origin.service.kind", func(c *Config) { c.Service.Kind = "gamma" }},
 		{"origin.service.mean", func(c *Config) { c.Service.Mean = 0 }},
 		{"origin.service.sigma", func(c *Config) { c.Service.Sigma = 2 }},
+		{"origin.service.tail", func(c *Config) { c.Service.Tail = time.Second }},
+		{"origin.service.tail_fraction", func(c *Config) { c.Service.TailFraction = 0.5 }},
+		{"origin.service.tail_fraction", func(c *Config) { c.Service.TailFraction = math.NaN() }},
 		{"origin.changes[0]", func(c *Config) { c.Changes = []sim.Change{{At: time.Second}} }},
 		{"origin.changes[1].at", func(c *Config) {
 			c.Changes = []sim.Change{{At: 2 * time.Second, Workers: 2}, {At: time.Second, Workers: 3}}
