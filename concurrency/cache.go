@@ -31,7 +31,11 @@ import (
 //   - enter, which makes the Core the truth, drains the cache and takes
 //     what it held off the Core's in-flight count, so queued callers are
 //     decided on the exact count; a release that cached while enter closed
-//     the word takes its stripe back and releases through the Core.
+//     the word takes its stripe back and releases through the Core;
+//   - so a permit can sit in the cache for an instant after enter, and
+//     one can stay there after the word reopens with a lower limit: an
+//     acquirer keeps a cached permit only if the word is then open and
+//     within its limit, and gives it back otherwise.
 // Stats reports the word's count minus what the cache holds.
 //
 // A copied Permit released twice (a caller's bug) can leave one more
@@ -111,7 +115,8 @@ func (l *Limiter) fromCache(all bool) (sluice.Permit, bool) {
 	if !ok && all && c.maybe.Load() {
 		c.maybe.Store(false)
 		for i := 0; !ok && i < len(c.s); i++ {
-			ok = takeOne(&c.s[i])
+			s = &c.s[i]
+			ok = takeOne(s)
 		}
 		if ok {
 			c.maybe.Store(true) // others may be left
@@ -120,9 +125,27 @@ func (l *Limiter) fromCache(all bool) (sluice.Permit, bool) {
 	if !ok {
 		return sluice.Permit{}, false
 	}
+	// A permit may be cached by a release that read wide before enter
+	// closed the word and cached after enter drained the cache. If the
+	// word is still closed, a caller may be queued: the release takes the
+	// permit back for the Core once it sees that (toCache), and an
+	// acquirer that finds it first must not jump the queue with it. If
+	// the word has reopened, its limit may have been lowered below the
+	// permits it counts (SetLimit, an Algorithm): then the permit is one
+	// over the limit. Either way it is given back as a cancelled permit
+	// is, and the admission uncounted; as with the wide path, the caller
+	// keeps a permit only if the word is open and within its limit.
+	w := l.hot.state.Load()
+	if w&slowBit != 0 || w&inFlightMask > w>>limitShift&limitMask {
+		s.w.Add(^uint64(admitOne - 1)) // -admitOne
+		if !l.releaseFast(canceled, 0) {
+			l.releaseCore(0, canceled, 0)
+		}
+		return sluice.Permit{}, false
+	}
 	// The token is the permits in flight, this one included, as far as
 	// the word knows (it counts the cache's permits as held).
-	return sluice.NewPermit((*releaser)(l), l.hot.state.Load()&inFlightMask), true
+	return sluice.NewPermit((*releaser)(l), w&inFlightMask), true
 }
 
 // toCache caches a released permit if the wide path is on and the caller's

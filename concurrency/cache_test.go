@@ -132,3 +132,100 @@ func TestCacheDrainedForTheCore(t *testing.T) {
 		}
 	})
 }
+
+// SetLimit drains the cache, but a release that read wide just before
+// SetLimit closed the word may cache its permit only after SetLimit has
+// reopened it with the lower limit: the word is open, so the release
+// leaves the permit there. The next acquire must not take it while the
+// permits counted are over the new limit. wide is set by hand to stand for
+// that release's stale read (toCache has no blocking point to stop it at).
+func TestCacheAfterLimitLowered(t *testing.T) {
+	l := mustNew(t, Config{Limit: 1000})
+	var held []sluice.Permit
+	for range 150 {
+		held = append(held, mustAcquire(t, l))
+	}
+	if err := l.SetLimit(10); err != nil {
+		t.Fatal(err)
+	}
+	l.wide.Store(true) // the release below read wide before SetLimit
+	held[0].Release(sluice.Ignore, 0)
+	if p, err := l.TryAcquire(); err == nil {
+		p.Release(sluice.Ignore, 0)
+		t.Fatalf("TryAcquire admitted with 149 held and the limit lowered to 10")
+	}
+	if s := l.Stats(); s.InFlight != 149 {
+		t.Errorf("InFlight = %d, want the 149 still held", s.InFlight)
+	}
+	for i := 1; i < len(held); i++ {
+		held[i].Release(sluice.Ignore, 0)
+	}
+	var again []sluice.Permit
+	for {
+		p, err := l.TryAcquire()
+		if err != nil {
+			break
+		}
+		again = append(again, p)
+	}
+	if len(again) != 10 {
+		t.Errorf("%d admitted once every permit was back, want the new limit 10", len(again))
+	}
+	for i := range again {
+		again[i].Release(sluice.Ignore, 0)
+	}
+	if s := l.Stats(); s.InFlight != 0 {
+		t.Errorf("at rest: %+v, want nothing in flight", s)
+	}
+}
+
+// A release that read wide just before a waiter's arrival closed the word
+// may put its permit in a stripe after enter drained the cache; it takes
+// the permit back and releases it through the Core (to the waiter) once it
+// sees the word closed. Until then the permit is in the cache, and an
+// acquirer that takes it must not jump the queue with it. The release
+// stopped between its two steps is played by hand.
+func TestCacheNoQueueJump(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Limit: 1, MaxQueue: 1})
+		p := mustAcquire(t, l)
+		got := make(chan sluice.Permit)
+		go func() {
+			q, err := l.Acquire(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- q
+		}()
+		synctest.Wait()
+		if s := l.Stats(); s.Queued != 1 {
+			t.Fatalf("Queued = %d, want 1", s.Queued)
+		}
+		// p's release, first step: its permit lands in a stripe (p is not
+		// released otherwise: this is its release).
+		l.cache.CompareAndSwap(nil, newCache())
+		c := l.cache.Load()
+		c.s[0].w.Add(1)
+		c.maybe.Store(true)
+		_ = p
+		if q, err := l.TryAcquire(); err == nil {
+			q.Release(sluice.Ignore, 0)
+			t.Error("TryAcquire took a permit from the cache while a caller was queued")
+		}
+		// Second step: the word is closed, so the release takes its stripe
+		// back and releases through the Core.
+		for k := takeAll(&c.s[0]); k > 0; k-- {
+			l.releaseCore(0, canceled, 0)
+		}
+		synctest.Wait()
+		select {
+		case q := <-got:
+			q.Release(sluice.Success, 0)
+		default:
+			t.Fatal("the waiter is still queued: the permit released went elsewhere")
+		}
+		if s := l.Stats(); s.InFlight != 0 || s.Queued != 0 || s.Admitted != 2 {
+			t.Errorf("at rest: %+v, want nothing in flight or queued, 2 admitted", s)
+		}
+	})
+}
