@@ -36,7 +36,8 @@ import (
 //     one can stay there after the word reopens with a lower limit: an
 //     acquirer keeps a cached permit only if the word is then open and
 //     within its limit, and gives it back otherwise.
-// Stats reports the word's count minus what the cache holds.
+// Stats reports the word's count minus what the cache holds, or the
+// word's count if that says idle while admissions raced with its reading.
 //
 // A copied Permit released twice (a caller's bug) can leave one more
 // permit in the cache than the word counts, letting in flight exceed the

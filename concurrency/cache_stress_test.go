@@ -61,3 +61,56 @@ func TestCacheStressLimitLowered(t *testing.T) {
 		t.Errorf("%d admissions held alongside another while the limit was 1", n)
 	}
 }
+
+// Stats never says a limiter is idle while a permit is held, however the
+// other callers' permits move between the word and the cache: keyed.Map
+// evicts an idle limiter. Here one permit is held throughout while other
+// callers take and release permits, and SetLimit, unchanged, drains the
+// cache over and over, so that their next permit comes from the word and
+// goes back to the cache.
+func TestCacheStatsNeverIdleWhileHeld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress")
+	}
+	l := mustNew(t, Config{Limit: 1000})
+	p := mustAcquire(t, l)
+	defer p.Release(sluice.Success, 0)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				q := mustAcquire(t, l)
+				q.Release(sluice.Ignore, 0)
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = l.SetLimit(1000)
+		}
+	})
+	const reads = 300_000
+	idle, low := 0, 1
+	for range reads {
+		if s := l.Stats(); s.InFlight < 1 {
+			idle++
+			low = min(low, s.InFlight)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if idle > 0 {
+		t.Errorf("%d of %d Stats reads said fewer than the 1 permit held all along (lowest %d)", idle, reads, low)
+	}
+}

@@ -260,14 +260,34 @@ func (l *Limiter) Stats() sluice.Stats {
 		Queued:   int(l.queued.Load()),
 	}
 	held, fromCache := l.cached()
+	admitted += fromCache
 	if st&slowBit != 0 {
 		s.InFlight = int(l.inFlight.Load())
-	} else {
+	} else if s.InFlight > held || !l.admittedSince(admitted) {
 		s.InFlight -= held // held by the cache, not by a caller (cache.go)
 	}
+	// Otherwise InFlight stays the word's count, which counts the cache's
+	// permits as held: too many, never too few. The word and the cache
+	// are read one after the other, so a permit taken from the word after
+	// it was read and cached before the cache was (or moved from a stripe
+	// already read to one not yet read) is taken off a count it is not
+	// on, and a limiter whose permit is held all along can say 0, which
+	// keyed.Map takes for idle and evicts. That needs an admission between the
+	// readings; without one the permits held only fall, and the word's
+	// count less the cache's is at least those held throughout. (An
+	// admission taken back meanwhile, a phantom or a cached permit given
+	// back, can hide one: both at once are rare.)
 	l.counters.Fill(&s)
-	s.Admitted = admitted + fromCache
+	s.Admitted = admitted
 	return s
+}
+
+// admittedSince reports whether Stats would count more admissions than n
+// now.
+func (l *Limiter) admittedSince(n uint64) bool {
+	_, a := l.snapshot()
+	_, c := l.cached()
+	return a+c != n
 }
 
 // verdict turns an arrival that was not queued into Acquire's result.
