@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,7 +103,8 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 	}
 	defer b.close()
 
-	fr := &front{timeout: s.Load.Timeout, within: within, rejections: hdrhistogram.New(1, 60_000_000, 3)}
+	fr := &front{timeout: s.Load.Timeout, within: within, from: s.Warmup, to: s.Duration,
+		rejections: hdrhistogram.New(1, 60_000_000, 3)}
 	fr.inner = org
 	var h http.Handler = http.HandlerFunc(fr.admitted)
 	var mw *httplimit.Handler
@@ -159,7 +161,8 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 		Interval: interval,
 		// Clients without a timeout wait for their answers as long as the
 		// run lasts (seed 002's tasks were all sent at its start).
-		Drain: s.Duration,
+		Drain:        s.Duration,
+		OffsetHeader: offsetHeader,
 	})
 	samples := g.stop()
 	if err != nil {
@@ -183,11 +186,14 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 // origin does not know the client left. It also counts, from each
 // request's arrival, successes and admissions within the report's bound
 // (seed 001's "served within 1 s"), which the load generator's summary
-// does not hold.
+// does not hold: of the requests whose intended send time (offsetHeader)
+// is in the measured window [from, to), as the summary's counts and the
+// simulator's, so that the warm-up's requests are left out.
 type front struct {
 	timeout, within time.Duration
-	policy          http.Handler // the middleware, or admitted directly
-	inner           http.Handler // the origin
+	from, to        time.Duration // the measured window, from the run's start
+	policy          http.Handler  // the middleware, or admitted directly
+	inner           http.Handler  // the origin
 
 	okWithin, admitWithin atomic.Int64
 
@@ -195,11 +201,30 @@ type front struct {
 	rejections *hdrhistogram.Histogram // µs, the policy's rejections
 }
 
+// offsetHeader carries each request's intended send time from the load
+// generator to the front (load.Config.OffsetHeader).
+const offsetHeader = "Sluice-Lab-Offset"
+
 type arrivalKey struct{}
+
+// arrival is when a request came, and whether it counts (measured).
+type arrival struct {
+	at       time.Time
+	measured bool
+}
+
+// measured reports whether r was due in the measured window. A request
+// without the generator's offset is not counted: every one of the lab's
+// has it.
+func (f *front) measured(r *http.Request) bool {
+	n, err := strconv.ParseInt(r.Header.Get(offsetHeader), 10, 64)
+	return err == nil && time.Duration(n) >= f.from && time.Duration(n) < f.to
+}
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	ctx := context.WithValue(r.Context(), arrivalKey{}, now)
+	measured := f.measured(r)
+	ctx := context.WithValue(r.Context(), arrivalKey{}, arrival{now, measured})
 	if f.timeout > 0 {
 		// Detached from the connection: a client that gives up at its
 		// deadline must read as a deadline (Dropped), not as a client
@@ -211,7 +236,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusRecorder{ResponseWriter: w}
 	f.policy.ServeHTTP(sw, r.WithContext(ctx))
 	took := time.Since(now)
-	if f.within > 0 && sw.status/100 == 2 && took <= f.within {
+	if measured && f.within > 0 && sw.status/100 == 2 && took <= f.within {
 		f.okWithin.Add(1)
 	}
 	if sw.rejected {
@@ -239,7 +264,7 @@ func (f *front) rejectionLatency() *report.Latency {
 // client's deadline (it does the work anyway).
 func (f *front) admitted(w http.ResponseWriter, r *http.Request) {
 	if f.within > 0 {
-		if t, ok := r.Context().Value(arrivalKey{}).(time.Time); ok && time.Since(t) <= f.within {
+		if a, ok := r.Context().Value(arrivalKey{}).(arrival); ok && a.measured && time.Since(a.at) <= f.within {
 			f.admitWithin.Add(1)
 		}
 	}

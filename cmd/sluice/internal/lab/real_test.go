@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
 	"github.com/sluicehq/sluice/sim"
 	"testing"
 )
@@ -144,5 +145,39 @@ func TestCapacityFindsOrigin(t *testing.T) {
 	rec := Recommend(slo, steps, best)
 	if rec.Concurrency < 2 || rec.Concurrency > 4 {
 		t.Errorf("Little's law: %d in flight for 2 workers", rec.Concurrency)
+	}
+}
+
+// TestRealWithinLeavesOutWarmup: the real run's "served within" counts
+// only the requests due in the measured window, as the simulator's do: a
+// warm-up of 1 s in a run of 2 s at 50 rps leaves 50 requests to count,
+// not the 100 sent.
+func TestRealWithinLeavesOutWarmup(t *testing.T) {
+	s := sim.Scenario{
+		Name: "warmup", Duration: 2 * time.Second, Warmup: time.Second, Interval: 500 * time.Millisecond,
+		Origin:   sim.Origin{Workers: 10, Queue: -1, Service: sim.Dist{Kind: sim.Constant, Mean: time.Millisecond}},
+		Load:     sim.Load{Rate: 50},
+		Policies: []sim.Policy{sim.NonePolicy{Name: "none"}, sim.ConcurrencyPolicy{Name: "c", Limit: 10, QueueConfig: sim.QueueConfig{Queue: 10}}},
+	}
+	simRes, err := sim.Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simR := report.FromSim(s, simRes, time.Second)
+	realR, err := RunReal(context.Background(), s, time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range simR.Policies {
+		rp := policy(realR, sp.Name)
+		if rp == nil || rp.Summary.Within == nil {
+			t.Fatalf("%s: no real within counts: %+v", sp.Name, rp)
+		}
+		sw, rw := sp.Summary.Within, rp.Summary.Within
+		t.Logf("%s: sent %d; sim within %d/%d, real within %d/%d", sp.Name, rp.Summary.Sent, sw.Successes, sw.Admitted, rw.Successes, rw.Admitted)
+		if rw.Successes != sw.Successes || rw.Admitted != sw.Admitted || rw.Successes > rp.Summary.Sent {
+			t.Errorf("%s: real served within %d, admitted within %d; the simulator %d and %d, of %d sent after the warm-up",
+				sp.Name, rw.Successes, rw.Admitted, sw.Successes, sw.Admitted, rp.Summary.Sent)
+		}
 	}
 }

@@ -107,6 +107,12 @@ type Config struct {
 	// ReasonHeader is the response field read for a rejection's reason.
 	// Default DefaultReasonHeader.
 	ReasonHeader string
+	// OffsetHeader, when set, names a request field that carries each
+	// request's intended send time, as nanoseconds from the run's start:
+	// a server can then count requests by the generator's window (Warmup
+	// to Duration), as the summary does, whatever their lag. Default
+	// none: the request template is shared and not copied.
+	OffsetHeader string
 	// Interval is the width of one point of the series. Default
 	// DefaultInterval; at most MaxIntervals points (an hour at 1 s: a
 	// longer run needs a wider Interval).

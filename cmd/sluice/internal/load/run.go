@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -194,6 +195,10 @@ func (r *runner) do(ctx context.Context, k int, due time.Time, off time.Duration
 	// request it sends, and parsing the URL for each one was a tenth of the
 	// generator's allocations.
 	req := tmpl.WithContext(ctx)
+	if c.OffsetHeader != "" {
+		req.Header = req.Header.Clone()
+		req.Header.Set(c.OffsetHeader, strconv.FormatInt(int64(off), 10))
+	}
 	var o outcome
 	resp, err := client.Do(req)
 	if err == nil {

@@ -320,3 +320,38 @@ func TestRunBurstAtOnce(t *testing.T) {
 			size, res.OK, res.Status[http.StatusServiceUnavailable])
 	}
 }
+
+// TestRunOffsetHeader: with OffsetHeader each request carries its intended
+// send time from the start, so a server can tell the warm-up's requests
+// from the measured window's as the summary does.
+func TestRunOffsetHeader(t *testing.T) {
+	var mu sync.Mutex
+	var offs []time.Duration
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.Header.Get("Offset"), 10, 64)
+		if err != nil {
+			t.Errorf("offset %q: %v", r.Header.Get("Offset"), err)
+		}
+		mu.Lock()
+		offs = append(offs, time.Duration(n))
+		mu.Unlock()
+	}))
+	_, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 20}, Duration: 500 * time.Millisecond, OffsetHeader: "Offset"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(offs) != 10 {
+		t.Fatalf("%d requests, want 10", len(offs))
+	}
+	seen := map[time.Duration]bool{}
+	for _, o := range offs {
+		// Constant arrivals at 20/s: every 50 ms from 0.
+		if o%(50*time.Millisecond) != 0 || o < 0 || o >= 500*time.Millisecond || seen[o] {
+			t.Errorf("offsets %v: want 0, 50ms, ... 450ms once each", offs)
+			break
+		}
+		seen[o] = true
+	}
+}
