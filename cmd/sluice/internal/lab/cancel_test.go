@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +69,43 @@ func TestListenInUse(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Fatalf("err = %v, want one naming %s", err, ln.Addr())
 	}
+}
+
+// TestRealStopWaitsForHandlers: a stopped real run returns only once every
+// request's handler has ended, even those waiting, detached from their
+// connection, for a token that comes once a second under a 20 s client
+// timeout.
+func TestRealStopWaitsForHandlers(t *testing.T) {
+	s := sim.Scenario{
+		Name: "handlers", Duration: time.Minute, Interval: time.Second,
+		Origin:   sim.Origin{Workers: 1, Queue: -1, Service: sim.Dist{Kind: sim.Constant, Mean: 200 * time.Millisecond}},
+		Load:     sim.Load{Rate: 50, Timeout: 20 * time.Second},
+		Policies: []sim.Policy{sim.TickerPolicy{Name: "ticker", Rate: 1, Burst: 1, Queue: -1}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := RunReal(ctx, s, 0, true)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want the context's", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("took %v to stop", took)
+	}
+	if n := goroutinesIn("lab.(*front).ServeHTTP"); n > 0 {
+		t.Errorf("%d handlers still running after RunReal returned", n)
+	}
+}
+
+// goroutinesIn counts the goroutines with fn on their stack.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
 }

@@ -105,6 +105,8 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 
 	fr := &front{timeout: s.Load.Timeout, within: within, from: s.Warmup, to: s.Duration,
 		rejections: hdrhistogram.New(1, 60_000_000, 3)}
+	fr.stop, fr.cancel = context.WithCancel(ctx)
+	defer fr.cancel()
 	fr.inner = org
 	var h http.Handler = http.HandlerFunc(fr.admitted)
 	var mw *httplimit.Handler
@@ -135,9 +137,16 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 		_ = srv.Serve(ln) // ends with Close below
 	}()
 	defer func() {
+		// srv.Close does not wait for the handlers, and the front
+		// detaches them from their connections: they are cancelled here
+		// and waited for, so that none outlives the run (a request
+		// waiting for a ticker's token would otherwise wait out its
+		// client's timeout, or for ever without one).
+		fr.close()
 		org.Close() // answers waiting requests at once, so Close does not wait for work
 		_ = srv.Close()
 		<-served
+		fr.handlers.Wait()
 	}()
 
 	// Gauges: the limit, in flight and queue, sampled at each interval's
@@ -199,6 +208,35 @@ type front struct {
 
 	mu         sync.Mutex
 	rejections *hdrhistogram.Histogram // µs, the policy's rejections
+
+	// stop ends every handler's context: the run was stopped, or is over
+	// (close). handlers counts the handlers running; once closed is set
+	// (under gate) no handler starts, so that Wait follows the last Add.
+	stop     context.Context
+	cancel   context.CancelFunc
+	gate     sync.Mutex
+	closed   bool
+	handlers sync.WaitGroup
+}
+
+// enter counts a handler in, unless the run is over.
+func (f *front) enter() bool {
+	f.gate.Lock()
+	defer f.gate.Unlock()
+	if f.closed {
+		return false
+	}
+	f.handlers.Add(1)
+	return true
+}
+
+// close turns new requests away and cancels the handlers running; wait
+// for them with handlers.Wait.
+func (f *front) close() {
+	f.gate.Lock()
+	f.closed = true
+	f.gate.Unlock()
+	f.cancel()
 }
 
 // offsetHeader carries each request's intended send time from the load
@@ -222,6 +260,11 @@ func (f *front) measured(r *http.Request) bool {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !f.enter() {
+		http.Error(w, "the lab's run is over", http.StatusServiceUnavailable)
+		return
+	}
+	defer f.handlers.Done()
 	now := time.Now()
 	measured := f.measured(r)
 	ctx := context.WithValue(r.Context(), arrivalKey{}, arrival{now, measured})
@@ -233,6 +276,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(f.timeout))
 		defer cancel()
 	}
+	// The run's end, or its stop, ends the request whatever its client.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(f.stop, cancel)()
 	sw := &statusRecorder{ResponseWriter: w}
 	f.policy.ServeHTTP(sw, r.WithContext(ctx))
 	took := time.Since(now)
