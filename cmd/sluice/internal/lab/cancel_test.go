@@ -109,3 +109,33 @@ func goroutinesIn(fn string) int {
 	}
 	return n
 }
+
+// TestRunStopsBetweenSimulations: a stopped lab that runs the simulator
+// only (-sim-only) stops before the next experiment and says it was
+// stopped, as one on sockets does.
+func TestRunStopsBetweenSimulations(t *testing.T) {
+	s := sim.Scenario{
+		Name: "quick", Duration: time.Second,
+		Origin:   sim.Origin{Workers: 1, Service: sim.Dist{Kind: sim.Constant, Mean: 10 * time.Millisecond}},
+		Load:     sim.Load{Rate: 10},
+		Policies: []sim.Policy{sim.NonePolicy{}},
+	}
+	var plan []Planned
+	for _, name := range []string{"a", "b", "c"} {
+		plan = append(plan, Planned{Experiment: Experiment{Name: name, TimeScale: 1}, Scenario: s})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Ctrl-C as the first experiment starts.
+	res, err := Run(ctx, plan, Options{Progress: writerFunc(func([]byte) { cancel() })})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want the context's", err)
+	}
+	if res == nil || len(res.Experiments) != 1 {
+		t.Fatalf("ran %+v, want the first experiment only", res)
+	}
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }

@@ -166,6 +166,12 @@ func Run(ctx context.Context, plan []Planned, opts Options) (*Result, error) {
 		progress = io.Discard
 	}
 	for _, p := range plan {
+		// The simulator does not look at ctx: a stop between experiments
+		// is the lab's to see, with or without sockets.
+		if err := ctx.Err(); err != nil {
+			res.ElapsedS = time.Since(start).Seconds()
+			return res, err
+		}
 		x := ExperimentResult{Name: p.Name, Title: p.Title, File: p.File, Claim: p.Claim, TimeScale: p.TimeScale, Curves: p.Curves}
 		fmt.Fprintf(progress, "lab: %s: simulating %s\n", p.Name, p.File)
 		simRes, err := sim.Run(p.Scenario)
