@@ -41,6 +41,8 @@ type Planned struct {
 	Experiment
 	Scenario sim.Scenario
 	Within   time.Duration
+
+	file *scenario.File // holding Scenario, to place the simulator's errors at their line
 }
 
 // PlanOptions changes the experiments as Plan reads them.
@@ -59,8 +61,9 @@ type PlanOptions struct {
 
 // Plan reads and checks every experiment's file before anything runs, so
 // that a typo in the last file costs nothing. Errors name the file, the
-// line and the field (scenario.Error) and match scenario.ErrInvalid; a bad
-// option matches ErrUsage.
+// line and the field (scenario.Error), after the flags that made the file
+// invalid if any, and match scenario.ErrInvalid; a bad option matches
+// ErrUsage.
 func Plan(exps []Experiment, o PlanOptions) ([]Planned, error) {
 	timeScale, only := o.TimeScale, o.Only
 	if timeScale < 0 || timeScale > 1 {
@@ -121,10 +124,13 @@ func Plan(exps []Experiment, o PlanOptions) ([]Planned, error) {
 		if e.LoadScale > 0 && e.LoadScale < 1 {
 			s = ScaleLoad(s, e.LoadScale)
 		}
-		if err := s.Validate(); err != nil {
-			return nil, fmt.Errorf("%s: at time scale %v: %w", e.File, k, err)
+		// Checked as the file it came from, so that a problem is placed at
+		// its line, as sluice sim places it.
+		f.Scenario = s
+		if err := f.Validate(); err != nil {
+			return nil, changedBy(e, o, err)
 		}
-		out = append(out, Planned{Experiment: e, Scenario: s, Within: time.Duration(float64(f.Report.Within) * k)})
+		out = append(out, Planned{Experiment: e, Scenario: s, Within: time.Duration(float64(f.Report.Within) * k), file: f})
 	}
 	for _, name := range only {
 		if !found[name] {
@@ -132,6 +138,23 @@ func Plan(exps []Experiment, o PlanOptions) ([]Planned, error) {
 		}
 	}
 	return out, nil
+}
+
+// changedBy says what made a valid file invalid: the flags, named first as
+// sluice sim names them ("-duration: FILE:LINE: warmup: ..."), or else
+// the lab's own time scale and duration for the experiment.
+func changedBy(e Experiment, o PlanOptions, err error) error {
+	var flags []string
+	if o.Duration > 0 {
+		flags = append(flags, "-duration")
+	}
+	if o.TimeScale > 0 && o.TimeScale != 1 {
+		flags = append(flags, "-timescale")
+	}
+	if len(flags) > 0 {
+		return fmt.Errorf("%s: %w", strings.Join(flags, ", "), err)
+	}
+	return fmt.Errorf("%w (as the lab's experiment %s runs it, at time scale %v)", err, e.Name, e.TimeScale)
 }
 
 // ErrUsage marks a bad option (a flag value).
@@ -174,7 +197,16 @@ func Run(ctx context.Context, plan []Planned, opts Options) (*Result, error) {
 		}
 		x := ExperimentResult{Name: p.Name, Title: p.Title, File: p.File, Claim: p.Claim, TimeScale: p.TimeScale, Curves: p.Curves}
 		fmt.Fprintf(progress, "lab: %s: simulating %s\n", p.Name, p.File)
-		simRes, err := sim.Run(p.Scenario)
+		var simRes sim.Result
+		var err error
+		if p.file != nil {
+			// A policy the simulator cannot build is placed at its line.
+			f := *p.file
+			f.Scenario = p.Scenario
+			simRes, err = f.Run()
+		} else {
+			simRes, err = sim.Run(p.Scenario)
+		}
 		if err != nil {
 			x.Error = "simulator: " + err.Error()
 			res.Experiments = append(res.Experiments, x)
