@@ -61,7 +61,7 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
-	plan, err := lab.Plan(exps, lab.PlanOptions{TimeScale: *timeScale, Only: names, Duration: *duration})
+	plan, err := lab.Plan(exps, lab.PlanOptions{TimeScale: *timeScale, Only: names, Duration: *duration, SimOnly: *simOnly})
 	if err != nil {
 		// A file that cannot be read is bad input, like one that does not
 		// parse: exit 2 either way, and nothing ran.
@@ -108,6 +108,12 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 	}
 	if runErr != nil {
 		fmt.Fprintf(e.stderr, "sluice lab: stopped: %v; the report has what ran\n", runErr)
+		fmt.Fprintf(where, "report: %s\n", path)
+		return ExitFail
+	}
+	if err := res.Err(); err != nil {
+		// An experiment that could not run is a failed lab, as a stop is.
+		fmt.Fprintf(e.stderr, "sluice lab: %s\n", escape(err.Error()))
 		fmt.Fprintf(where, "report: %s\n", path)
 		return ExitFail
 	}

@@ -57,6 +57,11 @@ type PlanOptions struct {
 	// file's time (before scaling): "3m" runs seed 003 to the end of its
 	// slow phase.
 	Duration time.Duration
+	// SimOnly says the experiments will run in the simulator alone. By
+	// default they will run on sockets too, and Plan also checks what
+	// sockets can run (the origin's and the load generator's limits,
+	// which the simulator does not have).
+	SimOnly bool
 }
 
 // Plan reads and checks every experiment's file before anything runs, so
@@ -129,6 +134,14 @@ func Plan(exps []Experiment, o PlanOptions) ([]Planned, error) {
 		f.Scenario = s
 		if err := f.Validate(); err != nil {
 			return nil, changedBy(e, o, err)
+		}
+		if !o.SimOnly {
+			if field, problem, err := checkSockets(s); err != nil {
+				if k != 1 {
+					problem += fmt.Sprintf(" (at time scale %v)", k)
+				}
+				return nil, f.ErrorAt(field, "on sockets, "+problem+"; -sim-only runs the simulator alone", err)
+			}
 		}
 		out = append(out, Planned{Experiment: e, Scenario: s, Within: time.Duration(float64(f.Report.Within) * k), file: f})
 	}

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,9 +91,7 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 		}
 		s.Load.Retries = sim.Retries{}
 	}
-	// The scenario's seed: the origin draws the simulator's service times
-	// and the generator sends at the simulator's times.
-	org, err := origin.New(origin.Config{Origin: s.Origin, Seed: s.Seed})
+	org, err := origin.New(originConfig(s))
 	if err != nil {
 		return nil, err
 	}
@@ -161,18 +160,7 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 		}
 		return gs
 	})
-	res, err := load.Run(ctx, load.Config{
-		URL:      "http://" + ln.Addr().String() + "/",
-		Load:     s.Load,
-		Duration: s.Duration,
-		Warmup:   s.Warmup,
-		Seed:     s.Seed,
-		Interval: interval,
-		// Clients without a timeout wait for their answers as long as the
-		// run lasts (seed 002's tasks were all sent at its start).
-		Drain:        s.Duration,
-		OffsetHeader: offsetHeader,
-	})
+	res, err := load.Run(ctx, loadConfig(s, "http://"+ln.Addr().String()+"/", interval))
 	samples := g.stop()
 	if err != nil {
 		return nil, err
@@ -185,6 +173,79 @@ func runPolicy(ctx context.Context, s sim.Scenario, i int, interval, within time
 			Successes: fr.okWithin.Load(), Admitted: fr.admitWithin.Load()}
 	}
 	return out, nil
+}
+
+// originConfig is the origin a policy of s runs against. The scenario's
+// seed: the origin draws the simulator's service times.
+func originConfig(s sim.Scenario) origin.Config {
+	return origin.Config{Origin: s.Origin, Seed: s.Seed}
+}
+
+// loadConfig is the load generator's run of s against url: at the
+// simulator's send times (the scenario's seed). The retries are runPolicy's
+// to have cleared.
+func loadConfig(s sim.Scenario, url string, interval time.Duration) load.Config {
+	return load.Config{
+		URL:      url,
+		Load:     s.Load,
+		Duration: s.Duration,
+		Warmup:   s.Warmup,
+		Seed:     s.Seed,
+		Interval: interval,
+		// Clients without a timeout wait for their answers as long as the
+		// run lasts (seed 002's tasks were all sent at its start).
+		Drain:        s.Duration,
+		OffsetHeader: offsetHeader,
+	}
+}
+
+// checkSockets returns what RunReal would refuse in s, before anything
+// runs: the origin's and the load generator's limits, which the simulator
+// does not have (200,000 origin workers simulate, but would be as many
+// goroutines), and a policy that cannot be built. It names the scenario
+// key at fault (a *sluice.ConfigError's field, or policies[i]) and the
+// problem, with the error itself. A load that retries is not checked for
+// it: runPolicy runs such a scenario without its retries, or not at all.
+func checkSockets(s sim.Scenario) (field, problem string, err error) {
+	// New is the origin's own check; it starts nothing but the changes'
+	// timers, which Close stops.
+	org, err := origin.New(originConfig(s))
+	if err != nil {
+		field, problem = configProblem(err, "origin")
+		return field, problem, err
+	}
+	org.Close()
+	lc := loadConfig(s, "http://127.0.0.1/", cmp.Or(s.Interval, time.Second))
+	lc.Retries = sim.Retries{}
+	if err := lc.Validate(); err != nil {
+		field, problem = configProblem(err, "load")
+		return field, problem, err
+	}
+	for i, p := range s.Policies {
+		if _, ok := p.(sim.TickerPolicy); ok {
+			continue // cannot fail, and would start its clock
+		}
+		b, err := buildPolicy(p)
+		if err != nil {
+			return fmt.Sprintf("policies[%d]", i), err.Error(), err
+		}
+		b.close()
+	}
+	return "", "", nil
+}
+
+// configProblem is the field a *sluice.ConfigError names and its problem,
+// in the scenario's words ("must be at most 100000, got 200000"); other
+// errors are def's.
+func configProblem(err error, def string) (field, problem string) {
+	var ce *sluice.ConfigError
+	if !errors.As(err, &ce) {
+		return def, err.Error()
+	}
+	if ce.Value == nil {
+		return ce.Field, ce.Allowed
+	}
+	return ce.Field, fmt.Sprintf("%s, got %v", ce.Allowed, ce.Value)
 }
 
 // front is what the load generator talks to. It gives each request the

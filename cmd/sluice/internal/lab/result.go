@@ -2,6 +2,8 @@ package lab
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"math"
 
@@ -86,6 +88,19 @@ func (x *ExperimentResult) Held() bool {
 		}
 	}
 	return true
+}
+
+// Err returns an error naming each experiment that could not run (its
+// Error), or nil: a lab with one is a failed run, not a finding. A check
+// that did not hold is a finding.
+func (r *Result) Err() error {
+	var errs []error
+	for _, x := range r.Experiments {
+		if x.Error != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", x.Name, x.Error))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // WriteJSON writes r as indented JSON.

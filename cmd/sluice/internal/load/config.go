@@ -130,6 +130,13 @@ type Config struct {
 	Progress io.Writer
 }
 
+// Validate checks c as Run does first, without sending anything: a
+// *sluice.ConfigError names the field at fault.
+func (c Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
 // validate checks c, fills in its defaults and applies TimeScale. Field
 // names follow the scenario file's keys (load.rate) and the flags'.
 func (c Config) validate() (Config, error) {

@@ -132,6 +132,17 @@ func (f *File) simError(err error) error {
 	return err
 }
 
+// ErrorAt returns a problem found outside this package (what the lab's
+// sockets cannot run, say) as an *Error at the line of field, a key path
+// as the file writes it ("origin.workers"), or of its nearest parent when
+// the field is not written there. cause, if not nil, is what errors.As
+// reaches through it.
+func (f *File) ErrorAt(field, problem string, cause error) error {
+	err := f.errorAt(field, problem).(*Error)
+	err.Err = cause
+	return err
+}
+
 // errorAt places a problem found after decoding at the line of the field it
 // names, or of its nearest parent in the file when the field is not written
 // there (a required key left out).
