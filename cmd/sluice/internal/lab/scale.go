@@ -104,6 +104,7 @@ func scalePolicy(p sim.Policy, k float64) sim.Policy {
 		d(&q.Vegas.NoLoadWindow)
 		d(&q.Vegas.Timeout)
 		d(&q.Gradient2.Timeout)
+		d(&q.Little.Timeout)
 		return q
 	case sim.TokenBucketPolicy:
 		d(&q.MaxWait)
