@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -103,11 +102,10 @@ func (r *Result) Err() error {
 	return errors.Join(errs...)
 }
 
-// WriteJSON writes r as indented JSON.
+// WriteJSON writes r as indented JSON, with what is not printable in the
+// names escaped as report.JSON does: -json prints it on the terminal.
 func WriteJSON(w io.Writer, r *Result) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return report.JSON(w, r)
 }
 
 // successPct is the share of the requests due in the window (sent, or not

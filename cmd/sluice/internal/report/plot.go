@@ -108,7 +108,7 @@ func legend(r *Report) plot.Legend {
 	l.ThumbnailWidth = 0.35 * vg.Inch
 	l.TextStyle.Font.Size = vg.Points(11)
 	for i, pol := range r.Policies {
-		l.Add(printable(pol.Name), lineStyle(policyColor(i), nil))
+		l.Add(Printable(pol.Name), lineStyle(policyColor(i), nil))
 	}
 	l.Add("offered load", lineStyle(grey, dashed))
 	return l

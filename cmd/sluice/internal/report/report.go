@@ -234,15 +234,16 @@ type Point struct {
 	OriginQueue int `json:"origin_queue"`
 }
 
-// JSON writes r as indented JSON followed by a newline. Characters that
-// are not printable (a bidirectional-text control in a name, say) are
-// written as \u escapes, which decode to the same string, so that the
-// output is safe to print on a terminal.
-func JSON(w io.Writer, r *Report) error {
+// JSON writes v (a *Report, or the lab's result that holds reports) as
+// indented JSON followed by a newline. Characters that are not printable
+// (a bidirectional-text control in a name, say) are written as \u
+// escapes, which decode to the same string, so that the output is safe to
+// print on a terminal.
+func JSON(w io.Writer, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
 	_, err := w.Write(escapeJSON(buf.Bytes()))

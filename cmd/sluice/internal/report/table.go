@@ -31,7 +31,7 @@ import (
 // admitted within it.
 func Table(w io.Writer, r *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "scenario %s: %s simulated, seed %d", printable(r.Scenario), fmtSeconds(r.DurationS), r.Seed)
+	fmt.Fprintf(&b, "scenario %s: %s simulated, seed %d", Printable(r.Scenario), fmtSeconds(r.DurationS), r.Seed)
 	if len(r.Policies) > 0 {
 		s := r.Policies[0].Summary
 		fmt.Fprintf(&b, ", capacity %s rps, demand %s rps: achievable %s rps",
@@ -52,7 +52,7 @@ func Table(w io.Writer, r *Report) error {
 	for _, p := range r.Policies {
 		s := p.Summary
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s",
-			printable(p.Name), fmtRate(s.OfferedRPS), fmtRate(s.GoodputRPS), fmtPct(s.GoodputPctOfAchievable, s.AchievableRPS), fmtRate(s.ThroughputRPS),
+			Printable(p.Name), fmtRate(s.OfferedRPS), fmtRate(s.GoodputRPS), fmtPct(s.GoodputPctOfAchievable, s.AchievableRPS), fmtRate(s.ThroughputRPS),
 			fmtLatency(s.Success.P50, s.Success.Count), fmtLatency(s.Success.P99, s.Success.Count),
 			fmtLatency(s.Success.P999, s.Success.Count), s.Timeouts, s.Refused+s.OriginTimeouts,
 			fmtRejected(s), fmtLatency(s.Rejection.P99, s.Rejection.Count))
@@ -93,7 +93,7 @@ func phaseTable(b *strings.Builder, r *Report) error {
 	}
 	fmt.Fprintln(tw)
 	for _, p := range r.Policies {
-		fmt.Fprint(tw, printable(p.Name))
+		fmt.Fprint(tw, Printable(p.Name))
 		for _, ph := range p.Phases {
 			fmt.Fprintf(tw, "\t%s (%s)", fmtRate(ph.GoodputRPS), fmtPct(ph.GoodputPctOfAchievable, ph.AchievableRPS))
 		}
@@ -166,11 +166,11 @@ func fmtSeconds(s float64) string {
 	return strconv.FormatFloat(s, 'f', -1, 64) + "s"
 }
 
-// printable returns s as it is when every character is printable, else
+// Printable returns s as it is when every character is printable, else
 // quoted with escapes (strconv.Quote): a name comes from a file, and must
 // not send terminal escapes or bidirectional-text controls (which reorder
 // what the reader sees) to the terminal, nor a tab into the table.
-func printable(s string) string {
+func Printable(s string) string {
 	for _, r := range s {
 		if !unicode.IsPrint(r) || r == utf8.RuneError {
 			return strconv.Quote(s)
