@@ -8,6 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/report"
 )
@@ -32,6 +35,10 @@ type view struct {
 
 type section struct {
 	*ExperimentResult
+	// ID is the section's anchor, unique in the page: two files of the
+	// same base name make two experiments of the same name, and a name
+	// could be the page's own id (selfcheck).
+	ID     string
 	Held   bool
 	Rows   []summaryRow
 	Charts []chartRow
@@ -51,9 +58,10 @@ type summaryRow struct {
 // has data) and show it; nothing is fetched.
 func WriteHTML(w io.Writer, r *Result) error {
 	v := view{Result: r}
+	ids := map[string]bool{}
 	for i := range r.Experiments {
 		x := &r.Experiments[i]
-		s := section{ExperimentResult: x, Held: x.Held(), Charts: experimentCharts(x)}
+		s := section{ExperimentResult: x, ID: anchor(x.Name, ids), Held: x.Held(), Charts: experimentCharts(x)}
 		for _, c := range x.Checks {
 			v.Total++
 			if c.Held {
@@ -80,6 +88,25 @@ func WriteHTML(w io.Writer, r *Result) error {
 		v.Sections = append(v.Sections, s)
 	}
 	return page.Execute(w, v)
+}
+
+// anchor returns an id for an experiment named name that is not in used,
+// and adds it: "x-" and the name's letters, digits, '-' and '_' (an id
+// holds no space, and a link to it is not escaped), numbered from the
+// second of a name on.
+func anchor(name string, used map[string]bool) string {
+	base := "x-" + strings.Map(func(r rune) rune {
+		if r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, name)
+	id := base
+	for n := 2; used[id]; n++ {
+		id = fmt.Sprintf("%s-%d", base, n)
+	}
+	used[id] = true
+	return id
 }
 
 // WriteFiles writes the HTML report and its JSON twin into dir and returns

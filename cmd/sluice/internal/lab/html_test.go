@@ -1,9 +1,11 @@
 package lab
 
 import (
+	"bytes"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -45,5 +47,33 @@ func TestWriteFilesKeepsOldReportOnFailure(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "lab.html")); err != nil || fi.Mode().Perm()&0o044 != 0o044 {
 		t.Errorf("lab.html: %v, %v: want it readable by all, as before", fi.Mode(), err)
+	}
+}
+
+// TestWriteHTMLAnchorsAreUnique: every id of the page is its own and every
+// link of the contents finds its section, even for two files of the same
+// base name (two experiments of one name) and a name that is the page's
+// own id.
+func TestWriteHTMLAnchorsAreUnique(t *testing.T) {
+	r := &Result{Experiments: []ExperimentResult{{Name: "w"}, {Name: "w"}, {Name: "selfcheck"}, {Name: "a b"}}}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(` id="([^"]*)"`).FindAllStringSubmatch(b.String(), -1) {
+		if ids[m[1]] {
+			t.Errorf("id %q is on the page twice", m[1])
+		}
+		ids[m[1]] = true
+	}
+	links := regexp.MustCompile(` href="#([^"]*)"`).FindAllStringSubmatch(b.String(), -1)
+	if len(links) != len(r.Experiments) {
+		t.Fatalf("%d links in the contents, want %d", len(links), len(r.Experiments))
+	}
+	for _, m := range links {
+		if !ids[m[1]] {
+			t.Errorf("the link to #%s finds no section", m[1])
+		}
 	}
 }
