@@ -27,26 +27,19 @@ func TestCacheStressLimitLowered(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				e := phase.Load()
-				p, err := l.TryAcquire()
-				if err != nil {
-					runtime.Gosched() // let the resizer run
-					continue
-				}
-				if n := held.Add(1); n > 1 && e%2 == 1 && phase.Load() == e {
-					over.Add(1)
-				}
-				held.Add(-1)
-				p.Release(sluice.Ignore, 0)
+		wg.Go(until(stop, func() {
+			e := phase.Load()
+			p, err := l.TryAcquire()
+			if err != nil {
+				runtime.Gosched() // let the resizer run
+				return
 			}
-		})
+			if n := held.Add(1); n > 1 && e%2 == 1 && phase.Load() == e {
+				over.Add(1)
+			}
+			held.Add(-1)
+			p.Release(sluice.Ignore, 0)
+		}))
 	}
 	for range 5000 {
 		_ = l.SetLimit(1)
@@ -82,28 +75,14 @@ func TestCacheStatsNeverIdleWhileHeld(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 2 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				q := mustAcquire(t, l)
-				q.Release(sluice.Ignore, 0)
-			}
-		})
+		wg.Go(until(stop, func() {
+			q := mustAcquire(t, l)
+			q.Release(sluice.Ignore, 0)
+		}))
 	}
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_ = l.SetLimit(1000)
-		}
-	})
+	wg.Go(until(stop, func() {
+		_ = l.SetLimit(1000)
+	}))
 	const reads = 300_000
 	idle, low := 0, 1
 	for range reads {
@@ -116,5 +95,20 @@ func TestCacheStatsNeverIdleWhileHeld(t *testing.T) {
 	wg.Wait()
 	if idle > 0 {
 		t.Errorf("%d of %d Stats reads said fewer than the 1 permit held all along (lowest %d)", idle, reads, low)
+	}
+}
+
+// until returns a function that calls f over and over until stop is
+// closed: a stress worker's loop.
+func until(stop <-chan struct{}, f func()) func() {
+	return func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f()
+		}
 	}
 }

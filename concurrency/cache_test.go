@@ -1,7 +1,6 @@
 package concurrency
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 
@@ -109,14 +108,7 @@ func TestCacheDrainedForTheCore(t *testing.T) {
 		if s := l.Stats(); s.InFlight != limit || s.Queued != 0 {
 			t.Fatalf("at the limit: %+v, want %d in flight and no queue", s, limit)
 		}
-		got := make(chan sluice.Permit)
-		go func() {
-			p, err := l.Acquire(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- p
-		}()
+		got := acquireLater(t, l)
 		synctest.Wait()
 		if s := l.Stats(); s.Queued != 1 {
 			t.Fatalf("Queued = %d, want 1", s.Queued)
@@ -189,14 +181,7 @@ func TestCacheNoQueueJump(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, Config{Limit: 1, MaxQueue: 1})
 		p := mustAcquire(t, l)
-		got := make(chan sluice.Permit)
-		go func() {
-			q, err := l.Acquire(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- q
-		}()
+		got := acquireLater(t, l)
 		synctest.Wait()
 		if s := l.Stats(); s.Queued != 1 {
 			t.Fatalf("Queued = %d, want 1", s.Queued)

@@ -35,6 +35,20 @@ func mustAcquire(t *testing.T, l *Limiter) sluice.Permit {
 	return p
 }
 
+// acquireLater starts one Acquire on l in a goroutine and returns the
+// channel its permit comes on (call synctest.Wait to let it queue).
+func acquireLater(t *testing.T, l *Limiter) <-chan sluice.Permit {
+	got := make(chan sluice.Permit)
+	go func() {
+		p, err := l.Acquire(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	return got
+}
+
 // queueUp starts one goroutine per name, in order, each waiting in l's queue
 // until it is admitted; admitted names are sent on the returned channel and
 // their permits released at once (with Ignore: no sample for an Algorithm).

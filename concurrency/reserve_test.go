@@ -80,14 +80,7 @@ func TestPhantoms(t *testing.T) {
 		if s := l.Stats(); s.InFlight != 1 || s.Admitted != 1 {
 			t.Fatalf("after an over-limit reservation: %+v, want 1 in flight, 1 admitted", s)
 		}
-		got := make(chan sluice.Permit)
-		go func() {
-			q, err := l.Acquire(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- q
-		}()
+		got := acquireLater(t, l)
 		synctest.Wait() // queued: the word is closed
 		for range 3 {
 			l.wide.Store(true) // as if read just before the word closed

@@ -114,12 +114,7 @@ func goroutinesIn(fn string) int {
 // only (-sim-only) stops before the next experiment and says it was
 // stopped, as one on sockets does.
 func TestRunStopsBetweenSimulations(t *testing.T) {
-	s := sim.Scenario{
-		Name: "quick", Duration: time.Second,
-		Origin:   sim.Origin{Workers: 1, Service: sim.Dist{Kind: sim.Constant, Mean: 10 * time.Millisecond}},
-		Load:     sim.Load{Rate: 10},
-		Policies: []sim.Policy{sim.NonePolicy{}},
-	}
+	s := quickScenario()
 	var plan []Planned
 	for _, name := range []string{"a", "b", "c"} {
 		plan = append(plan, Planned{Experiment: Experiment{Name: name, TimeScale: 1}, Scenario: s})

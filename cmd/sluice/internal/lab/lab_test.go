@@ -75,16 +75,21 @@ func TestPlanChecksSockets(t *testing.T) {
 	}
 }
 
-// TestRunErrNamesFailedExperiment: an experiment whose real run failed is
-// recorded and the others run, and the result's Err names it, so that the
-// command fails (exit 1) instead of reporting a lab that ran.
-func TestRunErrNamesFailedExperiment(t *testing.T) {
-	s := sim.Scenario{
+// quickScenario is a second of one worker at 10 ms and 10 rps, unlimited.
+func quickScenario() sim.Scenario {
+	return sim.Scenario{
 		Name: "quick", Duration: time.Second,
 		Origin:   sim.Origin{Workers: 1, Service: sim.Dist{Kind: sim.Constant, Mean: 10 * time.Millisecond}},
 		Load:     sim.Load{Rate: 10},
 		Policies: []sim.Policy{sim.NonePolicy{}},
 	}
+}
+
+// TestRunErrNamesFailedExperiment: an experiment whose real run failed is
+// recorded and the others run, and the result's Err names it, so that the
+// command fails (exit 1) instead of reporting a lab that ran.
+func TestRunErrNamesFailedExperiment(t *testing.T) {
+	s := quickScenario()
 	plan := []Planned{{Experiment: Experiment{Name: "a"}, Scenario: s}, {Experiment: Experiment{Name: "b"}, Scenario: s}}
 	calls := 0
 	real := func(context.Context, sim.Scenario, time.Duration, bool) (*report.Report, error) {
