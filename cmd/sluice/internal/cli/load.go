@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/outfile"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -120,10 +121,10 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	if !*asJSON && isTerminal(e.stdout) {
 		cfg.Progress = e.stdout
 	}
-	var seriesFile *outFile
+	var seriesFile *outfile.File
 	if *series != "" {
 		// As sim's -plot: checked now, in place only once written.
-		f, err := createOut(*series)
+		f, err := outfile.Create(*series)
 		if err != nil {
 			return usageError(fs, "-series", err)
 		}

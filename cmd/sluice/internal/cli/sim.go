@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/outfile"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,12 +68,12 @@ func runSim(e env, fs *flag.FlagSet, args []string) int {
 			return usageError(fs, flagNames(set, "duration", "warmup", "interval"), err)
 		}
 	}
-	var plotFile *outFile
+	var plotFile *outfile.File
 	if *plotPath != "" {
 		// Open the file now, so an unwritable path fails before the run.
 		// It replaces the path only once the plot is written: a run that
 		// fails leaves an earlier plot there as it was.
-		if plotFile, err = createOut(*plotPath); err != nil {
+		if plotFile, err = outfile.Create(*plotPath); err != nil {
 			return usageError(fs, "-plot", err)
 		}
 		defer plotFile.Discard()
@@ -82,7 +83,7 @@ func runSim(e env, fs *flag.FlagSet, args []string) int {
 
 // simulate runs the scenario and writes its report, and its plot when
 // plotFile is not nil.
-func simulate(e env, f *scenario.File, asJSON bool, plotFile *outFile, format string) int {
+func simulate(e env, f *scenario.File, asJSON bool, plotFile *outfile.File, format string) int {
 	res, err := f.Run()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice sim: %s\n", escape(err.Error()))
@@ -111,7 +112,7 @@ func simulate(e env, f *scenario.File, asJSON bool, plotFile *outFile, format st
 			fmt.Fprintf(e.stderr, "sluice sim: plot: %v\n", err)
 			return ExitFail
 		}
-		fmt.Fprintf(e.stderr, "sluice sim: wrote %s\n", escape(plotFile.path))
+		fmt.Fprintf(e.stderr, "sluice sim: wrote %s\n", escape(plotFile.Path()))
 	}
 	return ExitOK
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	_ "embed"
 	"fmt"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/outfile"
 	"html/template"
 	"io"
 	"math"
@@ -110,10 +111,9 @@ func anchor(name string, used map[string]bool) string {
 }
 
 // WriteFiles writes the HTML report and its JSON twin into dir and returns
-// the HTML file's path. Each is written to a temporary file in dir and
-// renamed over the old one once both are complete: a failed write (a full
-// disk, a value JSON cannot hold) leaves the previous report as it was,
-// not a page cut short.
+// the HTML file's path. Each is written beside its path and put there once
+// both are complete (outfile): a failed write (a full disk, a value JSON
+// cannot hold) leaves the previous report as it was, not a page cut short.
 func WriteFiles(dir string, r *Result) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -122,53 +122,34 @@ func WriteFiles(dir string, r *Result) (string, error) {
 	files := []struct {
 		path  string
 		write func(io.Writer, *Result) error
-		tmp   string
+		f     *outfile.File
 	}{{path: htmlPath, write: WriteHTML}, {path: filepath.Join(dir, "lab.json"), write: WriteJSON}}
 	defer func() {
 		for _, f := range files {
-			if f.tmp != "" {
-				os.Remove(f.tmp) // not renamed: an error came first
+			if f.f != nil {
+				f.f.Discard() // not committed: an error came first
 			}
 		}
 	}()
 	for i := range files {
 		f := &files[i]
-		tmp, err := writeTemp(f.path, func(w io.Writer) error { return f.write(w, r) })
+		var err error
+		if f.f, err = outfile.Create(f.path); err == nil {
+			err = f.write(f.f, r)
+		}
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", f.path, err)
 		}
-		f.tmp = tmp
 	}
 	for i := range files {
 		f := &files[i]
-		if err := os.Rename(f.tmp, f.path); err != nil {
-			return "", err
+		err := f.f.Commit()
+		f.f = nil
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", f.path, err)
 		}
-		f.tmp = ""
 	}
 	return htmlPath, nil
-}
-
-// writeTemp writes a new file beside path (in the same directory, so that
-// a rename replaces path at once) and returns its name; on an error it
-// leaves nothing behind.
-func writeTemp(path string, write func(io.Writer) error) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return "", err
-	}
-	err = write(f)
-	if err == nil {
-		err = f.Chmod(0o644) // CreateTemp's 0600 would hide the report from other readers
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
 }
 
 func mark(held bool) template.HTML {

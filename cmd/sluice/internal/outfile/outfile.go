@@ -1,4 +1,7 @@
-package cli
+// Package outfile writes an output file that takes its path's place only
+// when complete: a run that fails, or a write that fails halfway, leaves
+// whatever was at the path before untouched.
+package outfile
 
 import (
 	"errors"
@@ -9,27 +12,28 @@ import (
 	"strconv"
 )
 
-// outFile is an output file (-plot, -series) that takes its path's place
-// only when complete. A run that fails, or a write that fails halfway,
-// leaves whatever was at the path before untouched: exit 2 promises that
-// nothing changed, and a failed rerun must not cost the last good plot.
+// File is an output file (sluice sim -plot, load -series, the lab's
+// report) that takes its path's place only when complete. A run that
+// fails, or a write that fails halfway, leaves whatever was at the path
+// before untouched: exit 2 promises that nothing changed, and a failed
+// rerun must not cost the last good plot or report.
 //
 // It writes a temporary file in the path's directory, so that the final
 // rename stays on one file system and is atomic. A path that exists and
 // is not a regular file (/dev/stdout, a pipe) is written directly, as
 // there is nothing there to lose and nothing a rename could replace.
-type outFile struct {
+type File struct {
 	*os.File
 	path string // what the user asked for, for messages
 	dst  string // path with its symbolic links resolved: what Commit replaces
 	tmp  bool   // File is a temporary file, renamed to dst by Commit
 }
 
-// createOut opens an output file for path. Whatever would make the final
+// Create opens an output file for path. Whatever would make the final
 // write fail is checked here, before the run: a directory that cannot be
 // written, an existing file that may not be written, a path that is a
 // directory.
-func createOut(path string) (*outFile, error) {
+func Create(path string) (*File, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case err == nil && !fi.Mode().IsRegular():
@@ -37,7 +41,7 @@ func createOut(path string) (*outFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &outFile{File: f, path: path, dst: path}, nil
+		return &File{File: f, path: path, dst: path}, nil
 	case err == nil:
 		// os.Create would refuse a file we may not write; so does this,
 		// without truncating it.
@@ -76,13 +80,16 @@ func createOut(path string) (*outFile, error) {
 				return nil, err
 			}
 		}
-		return &outFile{File: f, path: path, dst: dst, tmp: true}, nil
+		return &File{File: f, path: path, dst: dst, tmp: true}, nil
 	}
 	return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrExist}
 }
 
+// Path returns the path the file was created for.
+func (f *File) Path() string { return f.path }
+
 // Commit closes the file and puts it at its path.
-func (f *outFile) Commit() error {
+func (f *File) Commit() error {
 	err := f.File.Close()
 	if !f.tmp {
 		return err
@@ -98,7 +105,7 @@ func (f *outFile) Commit() error {
 
 // Discard closes the file and leaves the path as it was. After Commit it
 // does nothing, so that it can be deferred.
-func (f *outFile) Discard() {
+func (f *File) Discard() {
 	if f.File.Close() == nil && f.tmp {
 		os.Remove(f.File.Name())
 	}
