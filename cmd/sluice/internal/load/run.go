@@ -27,7 +27,8 @@ const probeTimeout = 500 * time.Millisecond
 // first checks cfg (a *sluice.ConfigError naming the field) and opens one
 // connection to the target (ErrUnreachable if it cannot). Then it sends
 // each request at its intended time, open loop: a slow answer never delays
-// the next send. When ctx ends, Run stops sending, cancels what is
+// the next send. When ctx ends, whether during the schedule or during the
+// final wait for outstanding answers, Run stops sending, cancels what is
 // outstanding and returns the partial Result (Interrupted) with ctx.Err().
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	c, err := cfg.validate()
@@ -57,6 +58,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, c.Seed), start)
 	r.drain(ctx, cancel)
 	stopProgress()
+	// The schedule may be over when ctx ends, during the final wait: the
+	// requests drain then cancels were cut short all the same (counted
+	// Unfinished), and the run is as interrupted as one stopped mid-send.
+	interrupted = interrupted || ctx.Err() != nil
 
 	res := rec.result()
 	res.URL, res.Start = c.URL, start

@@ -355,3 +355,31 @@ func TestRunOffsetHeader(t *testing.T) {
 		seen[o] = true
 	}
 }
+
+// TestRunInterruptedWhileDraining: ctx ending after the schedule, while Run
+// waits for the outstanding answers, interrupts the run as much as ctx
+// ending mid-schedule: the requests it cuts short are unfinished, and the
+// caller (the command's exit status, the summary's INTERRUPTED) must hear of
+// it.
+func TestRunInterruptedWhileDraining(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var n atomic.Int64
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The last of the 10 requests arrives after the schedule is over:
+		// send returns as soon as it has handed that one out.
+		if n.Add(1) == 10 {
+			cancel()
+		}
+		<-r.Context().Done()
+	}))
+	// 10 requests over 200 ms, and no Timeout: Run would wait Drain (5 s)
+	// for their answers.
+	res, err := Run(ctx, Config{URL: url, Load: sim.Load{Rate: 50}, Duration: 200 * time.Millisecond})
+	if !errors.Is(err, context.Canceled) || res == nil || !res.Interrupted {
+		t.Fatalf("cancelled while draining: err %v, interrupted %v; want context.Canceled and Interrupted", err, res != nil && res.Interrupted)
+	}
+	if res.Sent != 10 || res.Unfinished != 10 {
+		t.Errorf("sent %d, unfinished %d; want 10 and 10", res.Sent, res.Unfinished)
+	}
+}
