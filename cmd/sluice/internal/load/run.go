@@ -192,7 +192,7 @@ func (r *runner) do(ctx context.Context, k int, due time.Time, off time.Duration
 	c := r.cfg
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, due.Add(c.Timeout))
+		ctx, cancel = context.WithDeadlineCause(ctx, due.Add(c.Timeout), errTimeout)
 		defer cancel()
 	}
 	client, tmpl := r.clients.pick(k)
@@ -225,10 +225,17 @@ func (r *runner) do(ctx context.Context, k int, due time.Time, off time.Duration
 	r.rec.done(off, o)
 }
 
+// errTimeout is the cause of a request's context ending at its own
+// deadline, Timeout after its intended time. Its ctx.Err() alone cannot
+// tell: a deadline of the run's context (the caller's) also ends it with
+// DeadlineExceeded, and those requests were cut short by the end of the
+// run, not timed out by the client.
+var errTimeout = errors.New("load: client timeout")
+
 // errorKind names a transport error for Result.Errors.
 func errorKind(ctx context.Context, err error) string {
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(ctx), errTimeout):
 		return "timeout"
 	case ctx.Err() != nil:
 		return unfinished

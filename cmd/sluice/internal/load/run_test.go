@@ -383,3 +383,24 @@ func TestRunInterruptedWhileDraining(t *testing.T) {
 		t.Errorf("sent %d, unfinished %d; want 10 and 10", res.Sent, res.Unfinished)
 	}
 }
+
+// TestRunDeadlineIsNotATimeout: a deadline on the run's context ends the
+// run, and the requests it cuts short are unfinished, with or without a
+// client Timeout of their own: only a request's own Timeout makes a client
+// timeout. The run's deadline, inherited by every request, made them all
+// failed "timeout"s.
+func TestRunDeadlineIsNotATimeout(t *testing.T) {
+	for _, timeout := range []time.Duration{0, 10 * time.Second} {
+		url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		res, err := Run(ctx, Config{URL: url, Load: sim.Load{Rate: 50, Timeout: timeout}, Duration: time.Minute})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || res == nil || !res.Interrupted {
+			t.Fatalf("timeout %v: err %v; want the run's deadline, Interrupted", timeout, err)
+		}
+		if res.Sent == 0 || res.Unfinished != res.Sent || res.Failed != 0 || res.Errors["timeout"] != 0 || res.Series[0].Timeouts != 0 {
+			t.Errorf("timeout %v: sent %d, unfinished %d, failed %d, errors %v, series timeouts %v/s; want every request unfinished",
+				timeout, res.Sent, res.Unfinished, res.Failed, res.Errors, res.Series[0].Timeouts)
+		}
+	}
+}
