@@ -214,7 +214,9 @@ func (r *runner) do(ctx context.Context, k int, due time.Time, off time.Duration
 			o.reason = resp.Header.Get(c.ReasonHeader)
 		}
 		if err != nil { // the status came, the body did not: a failure
-			o.code = 0
+			// The reason goes too: a reason alone counts as a rejection,
+			// and this answer never arrived whole.
+			o.code, o.reason = 0, ""
 		}
 	}
 	end := time.Now()

@@ -404,3 +404,25 @@ func TestRunDeadlineIsNotATimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestRunBrokenRejectionIsAFailure: a rejection whose body never arrives
+// (here, past the client's Timeout) is a failure of its kind, like any
+// answer whose body broke off: its status line and reason do not make it a
+// rejection.
+func TestRunBrokenRejectionIsAFailure(t *testing.T) {
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(DefaultReasonHeader, "queue_full")
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the 100 bytes never come
+	}))
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 20, Timeout: 100 * time.Millisecond}, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 4 || res.Failed != 4 || res.Errors["timeout"] != 4 || res.Rejected != 0 || len(res.Reasons) != 0 {
+		t.Errorf("sent %d: failed %d, errors %v, rejected %d, reasons %v; want every one a failed timeout",
+			res.Sent, res.Failed, res.Errors, res.Rejected, res.Reasons)
+	}
+}
