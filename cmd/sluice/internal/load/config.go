@@ -55,7 +55,9 @@ type Config struct {
 	URL string
 	// Method is the request method. Default GET.
 	Method string
-	// Header is added to every request. Default none.
+	// Header is added to every request. A Host field (one value) sets
+	// the request's Host, for a virtual host other than the URL's.
+	// Default none.
 	Header http.Header
 	// DisableKeepAlive opens a new connection for every request. Default
 	// false: connections are kept and reused.
@@ -216,6 +218,15 @@ func (c Config) validate() (Config, error) {
 		return bad("load.timeout", c.Timeout, "must be >= 0 (0: none)")
 	case c.Arrivals != sim.ConstantArrivals && c.Arrivals != sim.PoissonArrivals:
 		return bad("load.arrivals", c.Arrivals, "must be constant or poisson")
+	}
+	var hosts []string // under "Host", or a key that is not canonical
+	for k, vs := range c.Header {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			hosts = append(hosts, vs...)
+		}
+	}
+	if len(hosts) > 1 {
+		return bad("header", "Host: "+strings.Join(hosts, ", "), "a request has one Host: give it once")
 	}
 	if c.Clients > 1 && c.ClientsVia == ViaAddr && !loopbackHost(u.Hostname()) {
 		return bad("clients", c.Clients, "distinct source addresses (clients_via addr) need a loopback target, got host "+u.Hostname())

@@ -288,6 +288,16 @@ func newClients(c *Config) *clients {
 			panic(err)
 		}
 		for k, vs := range c.Header {
+			// net/http sends req.Host and ignores a Host field in
+			// req.Header (a "host" one not in canonical form goes out as
+			// a second Host line): a virtual host asked for with -H must
+			// be moved. validate allows one value.
+			if http.CanonicalHeaderKey(k) == "Host" {
+				if len(vs) > 0 {
+					req.Host = vs[0]
+				}
+				continue
+			}
 			req.Header[k] = vs
 		}
 		if name != "" {

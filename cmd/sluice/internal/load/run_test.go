@@ -186,6 +186,8 @@ func TestConfigErrors(t *testing.T) {
 		{"clients", func(c *Config) { c.Clients = MaxClients + 1 }},
 		{"clients", func(c *Config) { c.Clients = 2; c.URL = "http://example.com/" }},
 		{"clients_via", func(c *Config) { c.ClientsVia = "dns" }},
+		{"header", func(c *Config) { c.Header = http.Header{"Host": {"a.example", "b.example"}} }},
+		{"header", func(c *Config) { c.Header = http.Header{"Host": {"a.example"}, "host": {"b.example"}} }},
 		{"timescale", func(c *Config) { c.TimeScale = -1 }},
 		{"interval", func(c *Config) { c.Interval = time.Nanosecond }},
 	} {
@@ -424,5 +426,30 @@ func TestRunBrokenRejectionIsAFailure(t *testing.T) {
 	if res.Sent != 4 || res.Failed != 4 || res.Errors["timeout"] != 4 || res.Rejected != 0 || len(res.Reasons) != 0 {
 		t.Errorf("sent %d: failed %d, errors %v, rejected %d, reasons %v; want every one a failed timeout",
 			res.Sent, res.Failed, res.Errors, res.Rejected, res.Reasons)
+	}
+}
+
+// TestRunHostHeader: a Host given in Header (sluice load -H 'Host: ...')
+// is the Host the server sees, for each client's requests. net/http sends
+// req.Host, and ignored the field.
+func TestRunHostHeader(t *testing.T) {
+	for _, via := range []string{ViaAddr, ViaXFF} {
+		var mu sync.Mutex
+		hosts := map[string]int{}
+		url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			hosts[r.Host]++
+			mu.Unlock()
+		}))
+		res, err := Run(context.Background(), Config{URL: url, Header: http.Header{"Host": {"vhost.example"}},
+			Load: sim.Load{Rate: 20}, Duration: 200 * time.Millisecond, Clients: 2, ClientsVia: via})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if res.OK != 4 || len(hosts) != 1 || hosts["vhost.example"] != 4 {
+			t.Errorf("via %s: %d 2xx, hosts seen %v; want 4 for vhost.example", via, res.OK, hosts)
+		}
+		mu.Unlock()
 	}
 }
