@@ -250,6 +250,8 @@ func TestLoadBadInput(t *testing.T) {
 		{[]string{"-rate", "10", "-duration", "1s", "-step", "10s", u}, "want AT=RATE"},
 		{[]string{"-rate", "10", "-duration", "1s", "-step", "2s=5", "-step", "1s=5", u}, "load.steps[1].at"},
 		{[]string{"-rate", "10", "-duration", "1s", "-connections", "0", u}, "-connections"},
+		{[]string{"-rate", "10", "-duration", "1s", "-connections", "4611686018427387904", u}, "-connections: must be in [1, 65535]"},
+		{[]string{"-rate", "10", "-duration", "1s", "-max-outstanding", "4611686018427387904", u}, "-max-outstanding: must be in [1, 1000000]"},
 		{[]string{"-rate", "10", "-duration", "1s", "-clients", "3", "http://example.com/"}, "clients"},
 		{[]string{"-rate", "10", "-duration", "1s", "-clients-via", "dns", u}, "clients_via"},
 		{[]string{"-rate", "10", "-duration", "1s", "-H", "nocolon", u}, "want 'Name: value'"},

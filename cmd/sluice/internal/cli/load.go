@@ -77,8 +77,8 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	}
 	if set["max-outstanding"] {
 		cfg.ClientWorkers = *maxOut
-		if *maxOut <= 0 {
-			return usageError(fs, "-max-outstanding", fmt.Errorf("must be > 0, got %d", *maxOut))
+		if *maxOut <= 0 || *maxOut > load.MaxOutstanding {
+			return usageError(fs, "-max-outstanding", fmt.Errorf("must be in [1, %d], got %d", load.MaxOutstanding, *maxOut))
 		}
 	}
 	switch {
@@ -114,8 +114,8 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 		return usageError(fs, "-timescale", fmt.Errorf("must be > 0, got %v", *timescale))
 	}
 	cfg.Method, cfg.Header, cfg.DisableKeepAlive, cfg.Connections = *method, http.Header(headers), *noKeepAlive, *conns
-	if *conns == 0 || *conns < -1 {
-		return usageError(fs, "-connections", fmt.Errorf("must be > 0, or -1 for no cap, got %d", *conns))
+	if *conns == 0 || *conns < -1 || *conns > load.MaxConnections {
+		return usageError(fs, "-connections", fmt.Errorf("must be in [1, %d], or -1 for no cap, got %d", load.MaxConnections, *conns))
 	}
 	cfg.ReasonHeader, cfg.Interval = *reasonHeader, *interval
 	if !*asJSON && isTerminal(e.stdout) {

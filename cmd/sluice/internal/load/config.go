@@ -32,6 +32,12 @@ const (
 const (
 	MaxClients = 64_000 // distinct 127.0.x.y source addresses
 	MaxRate    = 1e6    // requests per second
+	// MaxConnections bounds Connections: a client's connections to the
+	// target all leave from one source address, which has no more ports.
+	MaxConnections = 65_535
+	// MaxOutstanding bounds ClientWorkers: Run holds a queue slot for
+	// each up front (24 MB at the bound).
+	MaxOutstanding = 1_000_000
 	// MaxIntervals bounds the series: each point with successes holds a
 	// latency histogram of about 27 kB, so a series costs at most ~100 MB.
 	MaxIntervals = 3600
@@ -73,7 +79,7 @@ type Config struct {
 	// outstanding request, and once a stall makes the generator fall
 	// behind, hundreds of busy connections cost more than they carry, and
 	// it does not catch up (docs/benchmarks.md). Default
-	// DefaultConnections; -1: no cap.
+	// DefaultConnections; at most MaxConnections; -1: no cap.
 	Connections int
 
 	// Load is the schedule, as in a scenario file's load: section
@@ -81,7 +87,8 @@ type Config struct {
 	// steps or a ramp, bursts, the client Timeout (from each request's
 	// intended send time), and ClientWorkers, the most requests
 	// outstanding at once (a send due while that many are outstanding is
-	// skipped and counted; 0: DefaultMaxOutstanding). Retries are not
+	// skipped and counted; 0: DefaultMaxOutstanding; at most
+	// MaxOutstanding). Retries are not
 	// supported: they must be zero.
 	sim.Load
 	// Duration is how long the schedule runs. Required.
@@ -206,12 +213,12 @@ func (c Config) validate() (Config, error) {
 		return bad("interval", c.Interval, "must be > 0")
 	case c.LateAfter < 0:
 		return bad("late_after", c.LateAfter, "must be > 0")
-	case c.Connections < -1:
-		return bad("connections", c.Connections, "must be > 0, or -1 for no cap")
+	case c.Connections < -1 || c.Connections > MaxConnections:
+		return bad("connections", c.Connections, fmt.Sprintf("must be in [1, %d], or -1 for no cap", MaxConnections))
 	case c.Drain < 0:
 		return bad("drain", c.Drain, "must be > 0")
-	case c.ClientWorkers < 0:
-		return bad("load.client_workers", c.ClientWorkers, "must be >= 0 (0: default)")
+	case c.ClientWorkers < 0 || c.ClientWorkers > MaxOutstanding:
+		return bad("load.client_workers", c.ClientWorkers, fmt.Sprintf("must be in [0, %d] (0: default)", MaxOutstanding))
 	case c.Retries != (sim.Retries{}):
 		return bad("load.retries", nil, "retries are not supported by the load generator")
 	case c.Timeout < 0:

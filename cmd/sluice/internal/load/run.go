@@ -44,9 +44,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	rec := newRecorder(&c)
 	r := &runner{cfg: &c, rec: rec, clients: cl, jobs: make(chan job, c.ClientWorkers)}
+	// At most one worker per connection: min(ClientWorkers,
+	// Connections×clients), the product formed only when it is the
+	// smaller (at validate's bounds it passes a 32-bit int).
 	r.maxWorkers = c.ClientWorkers
-	if c.Connections > 0 {
-		r.maxWorkers = min(r.maxWorkers, c.Connections*len(cl.http))
+	if c.Connections > 0 && c.Connections <= r.maxWorkers/len(cl.http) {
+		r.maxWorkers = c.Connections * len(cl.http)
 	}
 	// reqCtx outlives ctx by nothing, and ends outstanding requests when
 	// the run is over.

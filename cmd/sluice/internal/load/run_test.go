@@ -151,6 +151,20 @@ func TestRunClients(t *testing.T) {
 	}
 }
 
+// TestRunLargestConnectionCap: the largest Connections, over several
+// clients, still sends the schedule.
+func TestRunLargestConnectionCap(t *testing.T) {
+	url := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	res, err := Run(context.Background(), Config{URL: url, Connections: MaxConnections, Clients: 2,
+		Load: sim.Load{Rate: 100, ClientWorkers: MaxOutstanding}, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 20 || res.OK != 20 {
+		t.Errorf("sent %d, 2xx %d; want 20 and 20", res.Sent, res.OK)
+	}
+}
+
 func TestRunInterrupted(t *testing.T) {
 	url := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -186,6 +200,12 @@ func TestConfigErrors(t *testing.T) {
 		{"clients", func(c *Config) { c.Clients = MaxClients + 1 }},
 		{"clients", func(c *Config) { c.Clients = 2; c.URL = "http://example.com/" }},
 		{"clients_via", func(c *Config) { c.ClientsVia = "dns" }},
+		// Connections × clients overflowed: no worker, nothing sent,
+		// every request counted Sent.
+		{"connections", func(c *Config) { c.Connections, c.Clients = 1<<62, 2 }},
+		{"connections", func(c *Config) { c.Connections = MaxConnections + 1 }},
+		// The queue of ClientWorkers slots: makechan panicked.
+		{"load.client_workers", func(c *Config) { c.ClientWorkers = 1 << 62 }},
 		{"header", func(c *Config) { c.Header = http.Header{"Host": {"a.example", "b.example"}} }},
 		{"header", func(c *Config) { c.Header = http.Header{"Host": {"a.example"}, "host": {"b.example"}} }},
 		{"timescale", func(c *Config) { c.TimeScale = -1 }},
