@@ -99,7 +99,8 @@ type Config struct {
 	// TimeScale multiplies the schedule's durations (Duration, Warmup,
 	// the steps' and bursts' times, Timeout) and divides its rates, so
 	// that a run against an origin with the same TimeScale keeps the
-	// ratios. Default (0) 1.
+	// ratios. Default (0) 1; must be in (0, 1000], and no scaled
+	// duration may exceed the longest time.Duration (about 292 years).
 	TimeScale float64
 	// Seed seeds the Poisson arrivals: with a scenario's seed they are the
 	// simulator's send times (sim.ArrivalRand). Default 0, a seed like any
@@ -270,7 +271,9 @@ func (c Config) validate() (Config, error) {
 	case c.Rate == 0 && b.Size == 0 && len(c.Steps) == 0:
 		return bad("load.rate", c.Rate, "no load: set a rate, steps or bursts")
 	}
-	c = c.scaled()
+	if c, err = c.scaled(); err != nil {
+		return c, err
+	}
 	// The series spans the scaled duration; Interval is not scaled.
 	if n := float64(c.Duration) / float64(c.Interval); n > MaxIntervals {
 		return bad("interval", c.Interval, fmt.Sprintf("too small for duration %v: at most %d points (use an interval of at least %v)", c.Duration, MaxIntervals, (c.Duration+MaxIntervals-1)/MaxIntervals))
@@ -298,20 +301,50 @@ func loopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// scaled applies TimeScale: durations times f, rates over f.
-func (c Config) scaled() Config {
+// scaled applies TimeScale: durations times f, rates over f. It refuses,
+// naming the field, a duration that f scales past what a time.Duration
+// holds (validate's bounds keep Duration and Warmup from it; Timeout, the
+// steps' and the bursts' times have none).
+func (c Config) scaled() (Config, error) {
 	f := c.TimeScale
 	if f == 1 {
-		return c
+		return c, nil
 	}
-	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * f) }
-	c.Duration, c.Warmup, c.Timeout = d(c.Duration), d(c.Warmup), d(c.Timeout)
+	var err error
+	d := func(field string, x time.Duration) time.Duration {
+		v, ok := scale(x, f)
+		if !ok && err == nil {
+			err = sluice.NewConfigError("load", field, x, tooLong(f))
+		}
+		return v
+	}
+	c.Duration, c.Warmup, c.Timeout = d("duration", c.Duration), d("warmup", c.Warmup), d("load.timeout", c.Timeout)
 	c.Rate /= f
 	c.Steps = append([]sim.Step(nil), c.Steps...)
 	for i := range c.Steps {
-		c.Steps[i].At = d(c.Steps[i].At)
+		c.Steps[i].At = d(fmt.Sprintf("load.steps[%d].at", i), c.Steps[i].At)
 		c.Steps[i].Rate /= f
 	}
-	c.Bursts.At, c.Bursts.Every = d(c.Bursts.At), d(c.Bursts.Every)
-	return c
+	c.Bursts.At, c.Bursts.Every = d("load.bursts.at", c.Bursts.At), d("load.bursts.every", c.Bursts.Every)
+	return c, err
+}
+
+// scale multiplies d by f; ok is false when the product does not fit in a
+// time.Duration. Converting a float64 beyond its range to an integer gives
+// an arbitrary value (a negative one on amd64): a Timeout scaled that way
+// was silently off, and a step or a burst came at once.
+func scale(d time.Duration, f float64) (_ time.Duration, ok bool) {
+	v := float64(d) * f
+	// float64(math.MaxInt64) rounds up to 2^63, which does not fit;
+	// -2^63 does.
+	if !(v >= math.MinInt64 && v < math.MaxInt64) {
+		return 0, false
+	}
+	return time.Duration(v), true
+}
+
+// tooLong is the complaint about a duration that timescale f scales past
+// what a time.Duration holds.
+func tooLong(f float64) string {
+	return fmt.Sprintf("times timescale %v must fit in a time.Duration (at most %v)", f, time.Duration(math.MaxInt64))
 }

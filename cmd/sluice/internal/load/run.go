@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -176,8 +177,11 @@ func (r *runner) drain(ctx context.Context, cancel context.CancelFunc) {
 		close(done)
 	}()
 	limit := r.cfg.Drain
-	if r.cfg.Timeout > 0 {
-		limit = r.cfg.Timeout + time.Second // their own deadlines end them
+	if t := r.cfg.Timeout; t > 0 {
+		// Their own deadlines end them. Saturated: a Timeout within a
+		// second of the longest Duration wrapped to a negative limit, and
+		// cut every outstanding request short at once.
+		limit = t + min(time.Second, math.MaxInt64-t)
 	}
 	t := time.NewTimer(limit)
 	defer t.Stop()

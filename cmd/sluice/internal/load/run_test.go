@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -209,6 +210,14 @@ func TestConfigErrors(t *testing.T) {
 		{"header", func(c *Config) { c.Header = http.Header{"Host": {"a.example", "b.example"}} }},
 		{"header", func(c *Config) { c.Header = http.Header{"Host": {"a.example"}, "host": {"b.example"}} }},
 		{"timescale", func(c *Config) { c.TimeScale = -1 }},
+		// Scaled past what a time.Duration holds, they wrapped negative:
+		// the timeout was off, the step and the burst came at once.
+		{"load.timeout", func(c *Config) { c.TimeScale, c.Timeout = 1000, 10000*time.Hour }},
+		{"load.steps[0].at", func(c *Config) { c.TimeScale, c.Steps = 1000, []sim.Step{{At: 10000 * time.Hour, Rate: 2}} }},
+		{"load.bursts.at", func(c *Config) { c.TimeScale, c.Bursts = 1000, sim.Bursts{Size: 1, Count: 1, At: 10000 * time.Hour} }},
+		{"load.bursts.every", func(c *Config) {
+			c.TimeScale, c.Bursts = 1000, sim.Bursts{Size: 1, Count: 2, Every: 10000 * time.Hour}
+		}},
 		{"interval", func(c *Config) { c.Interval = time.Nanosecond }},
 	} {
 		c := ok
@@ -229,6 +238,11 @@ func TestTimeScale(t *testing.T) {
 	}
 	if c.Duration != 3*time.Second || c.Rate != 100 || c.Timeout != 125*time.Millisecond || c.Steps[0].At != time.Second || c.Steps[0].Rate != 200 {
 		t.Errorf("scaled by 0.05: %+v", c)
+	}
+	// 2562h × 1000 is just under the longest time.Duration, 2562047h.
+	c, err = Config{URL: "http://127.0.0.1:1/", TimeScale: 1000, Duration: time.Second, Load: sim.Load{Rate: 1, Timeout: 2562 * time.Hour}}.validate()
+	if err != nil || c.Timeout != 2562000*time.Hour {
+		t.Errorf("timeout 2562h at timescale 1000: %v, %v", c.Timeout, err)
 	}
 }
 
@@ -471,5 +485,19 @@ func TestRunHostHeader(t *testing.T) {
 			t.Errorf("via %s: %d 2xx, hosts seen %v; want 4 for vhost.example", via, res.OK, hosts)
 		}
 		mu.Unlock()
+	}
+}
+
+// TestRunLongestTimeout: a Timeout as long as a time.Duration goes waits
+// for the answers. The final wait, Timeout plus a second, wrapped negative
+// and cancelled them as the schedule ended.
+func TestRunLongestTimeout(t *testing.T) {
+	url := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(200 * time.Millisecond) }))
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 20, Timeout: math.MaxInt64}, Duration: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 2 || res.OK != 2 || res.Unfinished != 0 {
+		t.Errorf("sent %d: %d 2xx, %d unfinished; want every one answered", res.Sent, res.OK, res.Unfinished)
 	}
 }
