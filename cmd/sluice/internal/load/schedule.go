@@ -60,7 +60,18 @@ func (g *schedule) Next() (time.Duration, bool) {
 	return seconds(at), true
 }
 
-func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+// seconds converts s to a Duration, saturating at the longest one. A send
+// time past it (the second at a rate of 1e-12/s) must end the schedule, as
+// any time past Duration does; converted as it came, a float64 beyond an
+// int64's range, it was a negative offset, sent at once, and the next one
+// too, without end.
+func seconds(s float64) time.Duration {
+	ns := math.Round(s * 1e9)
+	if !(ns < math.MaxInt64) { // float64(math.MaxInt64) is 2^63, which does not fit
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
+}
 
 // arrival returns the next arrival of the rate process in seconds, or +Inf
 // when the rate is zero from now on.

@@ -75,6 +75,31 @@ func TestScheduleBursts(t *testing.T) {
 	}
 }
 
+// TestScheduleEndsPastLongestDuration: a send time past the longest
+// time.Duration comes after any run's end, and ends the schedule. It came
+// out negative, before the start: sent at once, again and again, so a 1 s
+// run at 1e-12/s never ended.
+func TestScheduleEndsPastLongestDuration(t *testing.T) {
+	for _, l := range []sim.Load{
+		{Rate: 1e-12},
+		{Rate: 1e-12, Arrivals: sim.PoissonArrivals},
+		{Bursts: sim.Bursts{Size: 1, Count: 3, At: time.Hour, Every: math.MaxInt64}},
+	} {
+		s := newSchedule(l, 1)
+		var got []time.Duration
+		for range 10 { // the old schedule never ended
+			at, ok := s.Next()
+			if !ok || at >= 24*time.Hour {
+				break
+			}
+			got = append(got, at)
+		}
+		if len(got) > 1 || (len(got) == 1 && got[0] < 0) {
+			t.Errorf("rate %v, bursts %+v: sends in the first day at %v; want at most one, not before the start", l.Rate, l.Bursts, got)
+		}
+	}
+}
+
 // TestScheduleIsTheSimulators: with a scenario's seed (0 included, seed
 // 000's) the schedule sends what the simulator does, interval by interval.
 func TestScheduleIsTheSimulators(t *testing.T) {
