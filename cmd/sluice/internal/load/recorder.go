@@ -1,8 +1,10 @@
 package load
 
 import (
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -177,14 +179,33 @@ const (
 )
 
 // reasonKey is the Reasons key for reason. r.mu is held.
+//
+// A key is valid UTF-8, cut at a character's boundary: JSON writes each
+// invalid byte as U+FFFD, so two keys that differ only there (two
+// characters cut through, or a server's bytes that are not UTF-8) came
+// out as one name twice, and a reader kept one count.
 func (r *recorder) reasonKey(reason string) string {
-	if len(reason) > maxReasonLen {
-		reason = reason[:maxReasonLen]
+	reason = cutRunes(reason, maxReasonLen)
+	if !utf8.ValidString(reason) {
+		reason = cutRunes(strings.ToValidUTF8(reason, string(utf8.RuneError)), maxReasonLen)
 	}
 	if _, ok := r.res.Reasons[reason]; !ok && len(r.res.Reasons) >= maxReasons-1 {
 		return otherReasons
 	}
 	return reason
+}
+
+// cutRunes cuts s to at most n bytes, not through a UTF-8 character.
+func cutRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Back up to the first byte of the character at n; a longer run of
+	// continuation bytes is not UTF-8, and any cut in it will do.
+	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return s[:n]
 }
 
 // progress returns the counts so far over the whole run, for the progress

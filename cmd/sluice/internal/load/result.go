@@ -53,7 +53,8 @@ type Result struct {
 	Unfinished int64 `json:"unfinished"`
 	// Status counts responses by status code; Reasons counts rejections
 	// by ReasonHeader ("" when the answer had none; at most 64 reasons of
-	// at most 64 bytes, the rest counted as "(other)"); Errors counts
+	// at most 64 bytes, cut at a character, bytes that are not UTF-8
+	// written U+FFFD, the rest counted as "(other)"); Errors counts
 	// transport errors by kind: "timeout" (the client's deadline),
 	// "refused", "reset", "eof", "other".
 	Status  map[int]int64    `json:"status"`

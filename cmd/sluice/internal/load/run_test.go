@@ -1,8 +1,11 @@
 package load
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -318,6 +321,40 @@ func TestRunReasonsCapped(t *testing.T) {
 	}
 	if sum != 200 {
 		t.Errorf("reasons add up to %d, want 200", sum)
+	}
+}
+
+// TestRunReasonsValidUTF8: the reasons are cut at a character and made
+// valid UTF-8 before they are counted, so that the JSON result, which
+// writes each invalid byte as U+FFFD, names each once and keeps every
+// count. A character cut through (é and €, after 63 bytes) or bytes that
+// are not UTF-8 made distinct keys that JSON wrote as one name twice.
+func TestRunReasonsValidUTF8(t *testing.T) {
+	long := strings.Repeat("a", maxReasonLen-1)
+	reasons := []string{long + "é", long + "€", "bad\xff", "bad\xfe"}
+	var n atomic.Int64
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(DefaultReasonHeader, reasons[(n.Add(1)-1)%4])
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	res, err := Run(context.Background(), Config{URL: url, Load: sim.Load{Rate: 100}, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{long: 10, "bad\uFFFD": 10}
+	if res.Rejected != 20 || !maps.Equal(res.Reasons, want) {
+		t.Errorf("%d rejected, reasons %v; want 20 and %v", res.Rejected, res.Reasons, want)
+	}
+	var js bytes.Buffer
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(back.Reasons, res.Reasons) {
+		t.Errorf("reasons %v in JSON, %v in the result", back.Reasons, res.Reasons)
 	}
 }
 
