@@ -95,7 +95,7 @@ func demo(ctx context.Context, o options, s *server, out io.Writer) error {
 // would all send at the same instants, and their bursts would queue
 // whatever the server did.
 func drive(ctx context.Context, client *http.Client, url, ip string, g *group, wg *sync.WaitGroup) {
-	every := time.Duration(float64(time.Second) / g.rps)
+	every := period(g.rps)
 	select {
 	case <-ctx.Done():
 		return
@@ -127,6 +127,10 @@ func drive(ctx context.Context, client *http.Client, url, ip string, g *group, w
 		})
 	}
 }
+
+// period is the time between a demo client's requests at rps. parse's
+// bounds keep it in (0, 2×rate.MaxFill]: rand.N and NewTicker panic on 0.
+func period(rps float64) time.Duration { return time.Duration(float64(time.Second) / rps) }
 
 func report(out io.Writer, groups []*group, s *server) {
 	fmt.Fprintln(out, "results:")

@@ -62,12 +62,22 @@ type options struct {
 	crowd    int
 }
 
+// maxRate bounds -rate. Past it a typo: the demo's greedy client sends ten
+// times the rate, one request every 100 ns at the bound, and a rate far
+// above made that interval 0, which panicked.
+const maxRate = 1e6
+
+// parse reads the flags. Every value it accepts is one the server and the
+// demo can run: besides maxRate, -burst over -rate (the time a client's
+// bucket takes to refill, which sets the advertised window and, in the demo,
+// the crowd's interval) is bounded by rate.MaxFill, so neither overflows a
+// time.Duration.
 func parse(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on; loopback by default, give :8080 to serve other hosts (ignored with -demo)")
-	fs.Float64Var(&o.rate, "rate", 20, "requests per second each client IP may send")
+	fs.Float64Var(&o.rate, "rate", 20, "requests per second each client IP may send, at most 1e6")
 	fs.IntVar(&o.burst, "burst", 20, "requests a client IP may send at once after a pause")
 	fs.IntVar(&o.workers, "workers", 4, "requests the backend works on at once")
 	fs.DurationVar(&o.work, "work", 20*time.Millisecond, "time the backend spends on a request")
@@ -79,10 +89,14 @@ func parse(args []string, out io.Writer) (options, error) {
 		return o, err
 	}
 	switch {
-	case !(o.rate > 0) || math.IsInf(o.rate, 0):
-		return o, fmt.Errorf("-rate must be a positive number, got %v", o.rate)
+	case !(o.rate > 0 && o.rate <= maxRate): // NaN too
+		return o, fmt.Errorf("-rate must be in (0, %g], got %v", maxRate, o.rate)
 	case o.burst < 1:
 		return o, fmt.Errorf("-burst must be at least 1, got %d", o.burst)
+	case float64(o.burst)/o.rate > rate.MaxFill.Seconds():
+		const year = 365.25 * 24 * 3600
+		return o, fmt.Errorf("-burst %d at -rate %v takes %.3g years to refill, more than a bucket counts (%.3g years): raise -rate or lower -burst",
+			o.burst, o.rate, float64(o.burst)/o.rate/year, rate.MaxFill.Seconds()/year)
 	case o.workers < 1:
 		return o, fmt.Errorf("-workers must be at least 1, got %d", o.workers)
 	case o.work <= 0:

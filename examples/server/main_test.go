@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/rate"
 	"go.uber.org/goleak"
 )
 
@@ -67,6 +72,52 @@ func TestFlagErrors(t *testing.T) {
 		var out bytes.Buffer
 		if err := run(t.Context(), args, &out); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
+		}
+	}
+}
+
+// TestRateBounds: a -rate (or a -burst for it) that the server or the demo
+// cannot run is refused, naming the flag. -rate 1e9 made the demo's greedy
+// interval 0 and panicked; -rate 1e-12 overflowed the advertised window
+// into a confusing error from httplimit. At the bounds, a request is served
+// and the demo's intervals are positive.
+func TestRateBounds(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rate", "1e9"}, "-rate must be in (0, 1e+06]"},
+		{[]string{"-rate", "NaN"}, "-rate must be in"},
+		{[]string{"-rate", "+Inf"}, "-rate must be in"},
+		{[]string{"-rate", "1e-12"}, "-burst 20 at -rate 1e-12 takes"},
+		{[]string{"-burst", "1000000000000000"}, "-burst 1000000000000000 at -rate 20 takes"},
+	} {
+		if _, err := parse(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parse(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	slowest := strconv.FormatFloat(1/rate.MaxFill.Seconds()*(1+1e-9), 'g', -1, 64) // burst 1 refills in MaxFill
+	for _, args := range [][]string{{"-rate", "1e6"}, {"-rate", slowest, "-burst", "1"}} {
+		o, err := parse(append(args, "-work", "1ms"), io.Discard)
+		if err != nil {
+			t.Errorf("parse(%q): %v", args, err)
+			continue
+		}
+		s, err := newServer(o, nil)
+		if err != nil {
+			t.Errorf("%q: %v", args, err)
+			continue
+		}
+		w := httptest.NewRecorder()
+		s.handler.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if w.Code != http.StatusOK {
+			t.Errorf("%q: first request answered %d, want 200", args, w.Code)
+		}
+		// The demo's greedy client and its crowd.
+		for _, rps := range []float64{10 * o.rate, o.rate / 2} {
+			if p := period(rps); p <= 0 {
+				t.Errorf("%q: a client at %v/s sends every %v", args, rps, p)
+			}
 		}
 	}
 }
