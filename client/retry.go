@@ -193,8 +193,9 @@ func (r *Retrier) nextCtx(ctx context.Context, attempts int, hint time.Duration)
 // deadline, a request too large, a closed limiter). A *sluice.RejectError's
 // RetryAfter is honoured as the server's hint.
 //
-// If ctx ends during a wait, Do returns an error matching both ctx.Err() and
-// fn's last error.
+// If ctx ends during a wait, or during an attempt that fails with an error
+// worth retrying, Do returns an error matching both ctx.Err() and fn's last
+// error.
 func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
 	r.beginAt(clock.Nanos())
 	for attempts := 1; ; attempts++ {
@@ -204,6 +205,12 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		}
 		if !retryable(ctx, err) {
 			return unwrapPermanent(err)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller has left and no retry will be sent: deciding one
+			// took it from the budget, which other requests share, and
+			// counted it in Stats.
+			return fmt.Errorf("%w (last attempt: %w)", cerr, err)
 		}
 		hint, _ := sluice.RetryAfter(err)
 		wait, d := r.nextCtx(ctx, attempts, hint)

@@ -365,3 +365,33 @@ func TestDoCancelledDuringWait(t *testing.T) {
 		}
 	})
 }
+
+// TestDoCancelledAttemptIsNotCharged: an attempt that fails after the caller
+// left ends Do without a retry, and so without taking one from the budget
+// (shared with other requests) or counting it. The retry was decided,
+// charged and counted, then the wait returned at once.
+func TestDoCancelledAttemptIsNotCharged(t *testing.T) {
+	b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewRetrier(RetryPolicy{Budget: b})
+	boom := errors.New("backend said no")
+	for range 5 {
+		ctx, cancel := context.WithCancel(t.Context())
+		calls := 0
+		err := r.Do(ctx, func(context.Context) error { calls++; cancel(); return boom })
+		if calls != 1 || !errors.Is(err, context.Canceled) || !errors.Is(err, boom) {
+			t.Fatalf("%d calls, Do = %v; want 1 call, an error matching context.Canceled and the attempt's", calls, err)
+		}
+	}
+	if s := r.Stats(); s != (RetryStats{Requests: 5}) {
+		t.Errorf("stats %+v, want 5 requests and no retry", s)
+	}
+	// A budget of one retry per request, 5 requests: all 5 retries left.
+	for i := range 5 {
+		if !b.TryRetry() {
+			t.Fatalf("retry %d of 5 refused: the cancelled attempts took from the budget", i+1)
+		}
+	}
+}

@@ -46,7 +46,8 @@ type TransportStats struct {
 // may have been done. Retries follow the RetryPolicy: full-jitter backoff,
 // the server's Retry-After when longer, a budget across requests, no wait
 // that would outlast the request's context deadline. When the policy says
-// stop, the last response is returned as it is.
+// stop, or the request's context is done, the last response is returned as
+// it is.
 //
 // The Limiter's permit is held until the response body is closed or read to
 // the end, and released as Dropped for a 429, a 5xx or a transport error
@@ -157,8 +158,13 @@ func (t *Transport) send(req *http.Request, permit *sluice.Permit) (*http.Respon
 }
 
 func (t *Transport) shouldRetry(req *http.Request, resp *http.Response, err error) bool {
+	if req.Context().Err() != nil {
+		// The caller has left and no retry will be sent: asking the
+		// retrier would take one from the shared budget and count it.
+		return false
+	}
 	if err != nil {
-		return req.Context().Err() == nil && idempotent(req)
+		return idempotent(req)
 	}
 	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
 }

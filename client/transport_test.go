@@ -274,6 +274,53 @@ func TestTransportCancelledDuringBackoff(t *testing.T) {
 	})
 }
 
+// leaves answers 503 once the caller has left: cancel is called while the
+// attempt is out.
+type leaves struct {
+	cancel context.CancelFunc
+	calls  int
+}
+
+func (l *leaves) RoundTrip(r *http.Request) (*http.Response, error) {
+	l.calls++
+	l.cancel()
+	return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// TestTransportCancelledAttemptIsNotCharged: a 503 that comes back after
+// the caller left is returned as it is, without a retry taken from the
+// budget or counted, and its permit is released. The retry was decided,
+// charged and counted, then the wait returned the context's error.
+func TestTransportCancelledAttemptIsNotCharged(t *testing.T) {
+	b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := concurrency.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	base := &leaves{cancel: cancel}
+	tr, _ := NewTransport(TransportConfig{Base: base, Limiter: lim, Retry: RetryPolicy{Budget: b}})
+	resp, err := get(t, tr, ctx, "http://example.invalid/")
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || base.calls != 1 {
+		t.Errorf("RoundTrip = %v, %v after %d attempts; want the 503 after 1", resp, err, base.calls)
+	}
+	if err == nil {
+		resp.Body.Close()
+	}
+	if s := tr.Stats(); s.Requests != 1 || s.Retries != 0 || s.BudgetDenied != 0 {
+		t.Errorf("stats %+v, want 1 request and no retry", s)
+	}
+	if !b.TryRetry() {
+		t.Error("the budget's one retry is gone: the cancelled attempt took it")
+	}
+	if s := lim.Stats(); s.InFlight != 0 {
+		t.Errorf("%d permits in flight, want 0", s.InFlight)
+	}
+}
+
 // TestTransportReleasesPermits uses a Throttler as the limiter and reads its
 // window to see each attempt's outcome: a 503 counts no accept, a 200 counts
 // one, and the permit is held until the body is closed.
