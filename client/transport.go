@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -116,6 +117,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		start := clock.Nanos()
 		resp, err := t.send(attemptReq, &permit)
 		latency := time.Duration(clock.Nanos() - start)
+		if resp == nil && err == nil {
+			// A breach of the RoundTripper contract, which net/http's
+			// Client makes an error too: reading the status would panic
+			// with the permit held for good. It says nothing about the
+			// backend (Ignore), and another attempt would fare no better.
+			permit.Release(sluice.Ignore, latency)
+			return nil, fmt.Errorf("sluice/client: RoundTripper %T returned a nil *Response with a nil error", t.base)
+		}
 		outcome := outcomeOf(ctx, resp, err)
 
 		if replayable && t.shouldRetry(req, resp, err) {

@@ -182,3 +182,37 @@ func TestTransportReleasesPermitOnPanic(t *testing.T) {
 		t.Fatalf("%d permits in flight after the panic, want 0", s.InFlight)
 	}
 }
+
+// nothing is a base transport that breaks the RoundTripper contract: no
+// response and no error.
+type nothing struct{}
+
+func (nothing) RoundTrip(*http.Request) (*http.Response, error) { return nil, nil }
+
+// A base transport that returns neither a response nor an error gets an
+// error, as from net/http's Client, and its permit back. Reading the
+// missing response's status panicked, and the permit was never released.
+func TestTransportNilResponseIsAnError(t *testing.T) {
+	lim, err := concurrency.New(concurrency.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := NewTransport(TransportConfig{Base: nothing{}, Limiter: lim})
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("RoundTrip panicked: %v", r)
+			}
+		}()
+		resp, err := get(t, tr, context.Background(), "http://example.invalid/")
+		if resp != nil || err == nil || !strings.Contains(err.Error(), "nil *Response with a nil error") {
+			t.Errorf("RoundTrip = %v, %v; want an error naming the breach", resp, err)
+		}
+	}()
+	if s := lim.Stats(); s.InFlight != 0 {
+		t.Errorf("%d permits in flight, want 0", s.InFlight)
+	}
+	if s := tr.Stats(); s.Retries != 0 {
+		t.Errorf("stats %+v: the breach was retried", s)
+	}
+}
