@@ -119,15 +119,19 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 func (b *Buckets) stale(e, now int64) bool { return b.p.Full(e, now, b.idle) }
 
 // units returns s's index and now in units of its words, first moving the
-// index's base to now (a rebuild, exact) if now is too far from it. The
-// caller holds s's lock.
+// index's base to now (a rebuild) if now is too far from it. The move is
+// exact unless a word does not fit relative to now (gcra.Moved says how it
+// then rounds: never to a full-forever word). The caller holds s's lock.
 func (b *Buckets) units(s *shard[struct{}], now int64) (*index[struct{}], int64) {
 	x := s.load()
 	if u, in := b.p.Units(now, x.base); in {
 		return x, u
 	}
 	from := x.base
-	x = s.rebuild(len(x.slots), now, func(w int64) int64 { return b.p.Moved(w, from, now) })
+	x = s.rebuild(len(x.slots), now, func(w int64) int64 {
+		w, _ = b.p.Moved(w, from, now)
+		return w
+	})
 	return x, 0
 }
 

@@ -209,7 +209,18 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 		}
 		u, in := s.Units(t, s.base)
 		if !in {
-			b.rebase(s, t)
+			// t is too far from the base to count in its units.
+			if nw, exact := s.Moved(w, s.base, t); exact {
+				b.rebase(s, w, t, nw) // the same bucket, counted from t
+				continue
+			}
+			if now == live && !after {
+				t = live // as below: reject only on a reading after the load
+				continue
+			}
+			if g, done := b.takeFar(s, w, t, n, leased, maxWait, deadline, overWait, count); done {
+				return g
+			}
 			continue
 		}
 		limit, why := waitrule.Clamp(maxWait, overWait, t, deadline)
@@ -275,6 +286,51 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			b.startLeasing(s) // two cores collided on the word
 		}
 	}
+}
+
+// takeFar is takeNanos at a time t so far from s's base that word w does
+// not fit relative to it (only explicit times, or the clock after an
+// explicit time moved the base, get there). Moving the base would then
+// change the bucket, so it moves only to store an admission whose new word
+// counts from t, and a rejection writes nothing (see gcra.TakeFar). done
+// is false when the caller must decide again on the current state.
+func (b *Bucket) takeFar(s *state, w, t int64, n int, leased bool, maxWait time.Duration, deadline int64, overWait sluice.Reason, count bool) (g grant, done bool) {
+	limit, why := waitrule.Clamp(maxWait, overWait, t, deadline)
+	nw, moved, wait, ok := s.TakeFar(w, s.base, t, int64(n), limit)
+	if ls := s.ls.Load(); ls != nil && (!ok || wait > 0) {
+		// The word alone cannot pay at once; the stripes may, as in
+		// takeNanos: a single live token takes a parked one, a larger
+		// request joins them (a setter's drain, at t) and decides anew,
+		// but only if they make up the difference. A join re-expresses
+		// the bucket from its tokens at t, and a debt too long for a word
+		// (the case that is not full at t) would not survive it.
+		switch {
+		case leased:
+			if _, _, ok := ls.take(true); ok {
+				return b.leasedGrant(ls, count)
+			}
+		case float64(n) <= s.TokensFar(w, s.base, t)+float64(ls.held()):
+			_ = b.reconfigure(t, false, func(*Config) {}) // the same config: valid
+			return grant{}, false
+		}
+	}
+	if !ok {
+		b.c.Reject(why)
+		return grant{wait: wait, reason: why}, true
+	}
+	if moved {
+		ns, ok := b.rebase(s, w, t, nw)
+		if !ok {
+			return grant{}, false
+		}
+		s = ns
+	} else if !s.word.CompareAndSwap(w, nw) {
+		return grant{}, false
+	}
+	if count {
+		b.countAdmit(s)
+	}
+	return grant{wait: wait, taken: n, ok: true}, true
 }
 
 // at converts an explicit time to clock nanos, keeping clear of live.
@@ -345,21 +401,19 @@ func (b *Bucket) allowNanos(now int64, n int) bool {
 // are waiting for tokens not yet there.
 func (b *Bucket) Tokens() float64 { return b.tokensNanos(clock.Nanos()) }
 
-// TokensAt returns the tokens available at now.
+// TokensAt returns the tokens available at now. It changes nothing,
+// however far now is from the times the bucket has seen.
 func (b *Bucket) TokensAt(now time.Time) float64 { return b.tokensNanos(at(now)) }
 
+// tokensNanos is a pure read: at a time far from the base it computes the
+// tokens there rather than moving the base, which is exact only while the
+// word fits relative to the new base (a read once moved it 72 h ahead of a
+// 1e9/s bucket and left it an hour in debt).
 func (b *Bucket) tokensNanos(now int64) float64 {
-	for {
-		s, w := b.load()
-		u, in := s.Units(now, s.base)
-		if !in {
-			b.rebase(s, now)
-			continue
-		}
-		tk := s.Tokens(w, u)
-		if ls := s.ls.Load(); ls != nil {
-			tk += float64(ls.held())
-		}
-		return tk
+	s, w := b.load()
+	tk := s.TokensFar(w, s.base, now)
+	if ls := s.ls.Load(); ls != nil {
+		tk += float64(ls.held())
 	}
+	return tk
 }

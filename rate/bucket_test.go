@@ -1,10 +1,12 @@
 package rate
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unsafe"
 
@@ -12,6 +14,8 @@ import (
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const year = 365 * 24 * time.Hour
 
 func mustBucket(t testing.TB, cfg Config) *Bucket {
 	t.Helper()
@@ -168,6 +172,74 @@ func TestFarTimes(t *testing.T) {
 		if got := b.TokensAt(at.Add(500 * time.Nanosecond)); math.Abs(got-5e5) > 5e5/(1<<16) {
 			t.Fatalf("at %v: tokens after 500 ns = %v, want 5e5", at, got)
 		}
+	}
+}
+
+// A read at any time changes nothing. A far one used to move the internal
+// base there, and a word that did not fit relative to it came back wrong by
+// the distance from the old base: this bucket, an hour old, was left an
+// hour in debt by one look three days ahead.
+func TestFarReadChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBucket(t, Config{Rate: 1e9, Burst: 10}) // a word spans ±39 h
+		time.Sleep(time.Hour)
+		if !b.AllowN(10) {
+			t.Fatal("full bucket rejected")
+		}
+		time.Sleep(time.Second)
+		now := time.Now()
+		for _, at := range []time.Time{now.Add(72 * time.Hour), now.Add(-72 * time.Hour), now.Add(200 * year), now.Add(-100 * year)} {
+			_ = b.TokensAt(at)
+			if got := b.Tokens(); got != 10 {
+				t.Fatalf("after TokensAt(%v from now): %v tokens, want 10", at.Sub(now), got)
+			}
+		}
+		if !b.Allow() {
+			t.Fatal("refilled bucket rejected after far reads")
+		}
+		if err := b.WaitN(context.Background(), 9); err != nil {
+			t.Fatalf("WaitN(9) = %v", err)
+		}
+	})
+}
+
+// Admissions at times further from the bucket's base than its word can
+// count keep the bucket exact: one that finds it full counts its new word
+// from then, another keeps it where it was, and a refusal changes nothing.
+// Moving the word there first, saturated, turned a refusal 72 h back into
+// 3 lost tokens, gave a reservation 72 h back a delay of 39 h (the word's
+// reach) instead of 72 h, and left t0 with 1.4e14 tokens of debt instead
+// of the 2.6e14 the drain 72 h later leaves.
+func TestFarAdmissionsKeepTheBucketExact(t *testing.T) {
+	const rate = 1e9 // a word spans ±39 h
+	b := mustBucket(t, Config{Rate: rate, Burst: 10})
+	if !b.AllowAt(t0, 10) {
+		t.Fatal("full bucket rejected")
+	}
+	back := t0.Add(-72 * time.Hour)
+	if b.AllowAt(back, 1) {
+		t.Fatal("admitted 72 h before the bucket was drained")
+	}
+	if got := b.TokensAt(t0.Add(3)); got != 3 {
+		t.Fatalf("after a refusal 72 h back: %v tokens 3 ns after the drain, want 3", got)
+	}
+	r, ok := b.ReserveAt(back, 1, 100*time.Hour)
+	if want := 72*time.Hour + 1; !ok || r.Delay() != want {
+		t.Fatalf("ReserveAt 72 h back = %v, delay %v; want the token %v later", ok, r.Delay(), want)
+	}
+	if got := b.TokensAt(t0.Add(3)); got != 2 {
+		t.Fatalf("after the reservation: %v tokens 3 ns after the drain, want 2", got)
+	}
+	ahead := t0.Add(72 * time.Hour)
+	if !b.AllowAt(ahead, 10) || b.AllowAt(ahead, 1) {
+		t.Fatal("72 h later: want the burst, then nothing")
+	}
+	if got := b.TokensAt(ahead.Add(5)); got != 5 {
+		t.Fatalf("72 h later: %v tokens 5 ns after the drain, want 5", got)
+	}
+	// Back at t0 the bucket is as the drain 72 h later left it: in debt.
+	if got, want := b.TokensAt(t0), -rate*(72*time.Hour).Seconds(); got != want {
+		t.Fatalf("back at t0: %v tokens, want %v", got, want)
 	}
 }
 

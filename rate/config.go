@@ -161,14 +161,7 @@ func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) error {
 	if old != &zeroState {
 		w, parked = b.retire(old, true)
 	}
-	tk := float64(parked)
-	if u, in := old.Units(now, old.base); in {
-		tk += old.Tokens(w, u)
-	} else {
-		// now is too far from the old base to convert: rebase the word
-		// first (exact), then read it.
-		tk += old.Tokens(old.Moved(w, old.base, now), 0)
-	}
+	tk := float64(parked) + old.TokensFar(w, old.base, now) // now may be far from the base
 	if old.Mode == gcra.Inf && s.Mode != gcra.Inf {
 		tk = float64(s.burst) // leaving Inf: start full, as a new bucket would
 	}
@@ -177,16 +170,21 @@ func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) error {
 	return nil
 }
 
-// rebase moves the base of s to now, keeping its word exactly.
-func (b *Bucket) rebase(s *state, now int64) {
+// rebase replaces s, whose word is still w, by a state that counts from
+// base now and holds word nw (relative to now), with the same config and
+// stripes. It reports false, changing nothing, if s or its word changed
+// meanwhile. The caller makes sure nw stands for the same bucket as w did,
+// or for w after its own admission: a base moves only exactly.
+func (b *Bucket) rebase(s *state, w, now, nw int64) (*state, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.st.Load() != s {
-		return // a setter or another rebase got there first
+	if b.st.Load() != s || !s.word.CompareAndSwap(w, retired) {
+		return nil, false // a setter, another rebase or an admission got there first
 	}
+	b.admittedOld.Add(s.admitted.Swap(harvested)) // as retire does
 	ns := &state{params: s.params, base: now}
-	w, _ := b.retire(s, false)
-	ns.word.Store(s.Moved(w, s.base, now))
+	ns.word.Store(nw)
 	ns.ls.Store(s.ls.Load()) // the same config: the stripes carry on
 	b.st.Store(ns)
+	return ns, true
 }

@@ -202,16 +202,14 @@ func (b *Bucket) startLeasing(s *state) {
 	ns.Burst -= ls.parked()
 	ns.Tau = ns.Burst * ns.Interval
 	w, _ := b.retire(s, false)
-	if u, in := s.Units(clock.Nanos(), s.base); in {
-		// The tokens above the word's new burst go to the stripes.
-		extra := int64(s.Tokens(w, u)) - ns.Burst
-		for i := range ls.s {
-			if extra <= 0 {
-				break
-			}
-			ls.s[i].n.Store(min(extra, leaseSize))
-			extra -= leaseSize
+	// The tokens above the word's new burst go to the stripes.
+	extra := int64(s.TokensFar(w, s.base, clock.Nanos())) - ns.Burst
+	for i := range ls.s {
+		if extra <= 0 {
+			break
 		}
+		ls.s[i].n.Store(min(extra, leaseSize))
+		extra -= leaseSize
 	}
 	ns.word.Store(w)
 	ns.ls.Store(ls)

@@ -19,8 +19,9 @@
 // interval below a nanosecond (rates above 1e9/s) keeps 16 bits of precision
 // instead of rounding to 0 (jammed open) or 1 ns (jammed at 1e9/s). Offsets
 // from the base stay within ±2^61 units: Units reports a time further away,
-// and the caller then moves the base (Moved re-expresses each of its words
-// exactly). Every sum saturates, so no input overflows.
+// and the caller then moves the base (Moved re-expresses each of its words,
+// exactly while they fit), or decides without moving it (TokensFar,
+// TakeFar). Every sum saturates, so no input overflows.
 package gcra
 
 import (
@@ -210,12 +211,22 @@ func (p *Params) Units(now, base int64) (int64, bool) {
 }
 
 // Moved returns word w, kept relative to base from, re-expressed relative to
-// base to. It is exact unless the result saturates.
-func (p *Params) Moved(w, from, to int64) int64 {
+// base to, and whether that is exact. It is not when the word does not fit
+// relative to to (the bases are more than 2^63 units apart, less E's own
+// offset): Moved then returns EMax, or EMin+1 rather than EMin, which would
+// say the bucket had been full forever. Saturating the shift alone, as it
+// once did, kept a wrong finite word, and moving back was then off by the
+// whole distance. Callers that must stay exact use TakeFar and TokensFar
+// instead (see far.go).
+func (p *Params) Moved(w, from, to int64) (int64, bool) {
 	if p.Mode != Rate || w == EMin {
-		return w
+		return w, true
 	}
-	return satAdd(w, satShl(satSub(from, to), p.Shift))
+	d := p.rel(w, from, to) // w − (to−from)·2^Shift
+	if !d.fits() || int64(d.lo) < EMin {
+		return max(d.clamp(), EMin+1), false
+	}
+	return int64(d.lo), true
 }
 
 // ToUnits converts ns to units, saturating.

@@ -2,6 +2,7 @@ package gcra
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -222,16 +223,136 @@ func TestMoved(t *testing.T) {
 		if !in1 || !in2 {
 			t.Fatal("times not convertible")
 		}
-		before, after := p.Tokens(e, uOld), p.Tokens(p.Moved(e, from, to), uNew)
-		if before != after || math.Abs(before-min(tk+3000, 1<<20)) > 3000.0/(1<<17) { // the rate is exact to 2^-17
+		moved, exact := p.Moved(e, from, to)
+		before, after := p.Tokens(e, uOld), p.Tokens(moved, uNew)
+		if !exact || before != after || math.Abs(before-min(tk+3000, 1<<20)) > 3000.0/(1<<17) { // the rate is exact to 2^-17
 			t.Errorf("%v tokens, 3 ns later: %v with the old base, %v with the new", tk, before, after)
 		}
 	}
-	if got := p.Moved(EMin, from, to); got != EMin {
-		t.Errorf("a full-forever word moved to %d", got)
+	if got, exact := p.Moved(EMin, from, to); got != EMin || !exact {
+		t.Errorf("a full-forever word moved to %d (exact %v)", got, exact)
 	}
-	if got := p.Moved(0, math.MaxInt64, math.MinInt64); got != EMax {
-		t.Errorf("a move beyond the range gave %d, want it saturated to %d", got, EMax)
+	if got, exact := p.Moved(0, math.MaxInt64, math.MinInt64); got != EMax || exact {
+		t.Errorf("a move beyond the range gave %d (exact %v), want it saturated to %d, inexact", got, exact, EMax)
+	}
+}
+
+// A word that does not fit relative to the new base is reported inexact and
+// clamped, never kept as a wrong finite word: saturating the shift alone
+// moved a 1e9/s bucket's word an hour (its offset from the old base) off,
+// and a read 72 h ahead and back left the bucket an hour in debt.
+func TestMovedFarIsReportedInexact(t *testing.T) {
+	p := Compile(1e9, 10) // shift 16: a word spans ±39 h
+	hour := int64(time.Hour)
+	e := p.ToUnits(hour) // drained an hour after the base
+	ahead, exact := p.Moved(e, 0, hour+72*hour)
+	if exact || ahead != EMin+1 {
+		t.Errorf("72 h ahead: Moved = %d, %v; want EMin+1 (not full forever), inexact", ahead, exact)
+	}
+	back, exact := p.Moved(e, 0, hour-72*hour)
+	if exact || back != EMax {
+		t.Errorf("72 h back: Moved = %d, %v; want EMax, inexact", back, exact)
+	}
+	if got, exact := p.Moved(e, 0, 30*hour); !exact || got != e-p.ToUnits(30*hour) {
+		t.Errorf("30 h ahead (fits): Moved = %d, %v; want %d, exact", got, exact, e-p.ToUnits(30*hour))
+	}
+}
+
+// farRef is the far-time arithmetic in arbitrary precision: E relative to
+// now (clock nanos), in units.
+func farRef(p *Params, e, base, now int64) *big.Int {
+	u := new(big.Int).Sub(big.NewInt(now), big.NewInt(base))
+	u.Lsh(u, uint(p.Shift))
+	return u.Sub(big.NewInt(e), u)
+}
+
+// farTimes draws words and times at every distance, most of them further
+// than Units converts.
+func farTimes(rng *rand.Rand, p *Params) (e, base, now int64) {
+	base = rng.Int64() - rng.Int64()
+	now = base + rng.Int64N(8*p.Lim+1) - 4*p.Lim
+	if rng.IntN(4) == 0 {
+		now = rng.Int64() - rng.Int64() // anywhere, up to 2^64 ns away
+	}
+	switch rng.IntN(4) {
+	case 0:
+		e = EMin
+	case 1:
+		e = rng.Int64() - rng.Int64()
+	default: // near now, where the answer is not just full or empty
+		r := farRef(p, 0, base, now)
+		r.Neg(r).Add(r, big.NewInt(rng.Int64N(4*p.Tau+1)-2*p.Tau))
+		if !r.IsInt64() || r.Int64() < EMin {
+			e = EMax
+		} else {
+			e = r.Int64()
+		}
+	}
+	return e, base, now
+}
+
+// TokensFar and TakeFar at any distance match the arithmetic done in
+// arbitrary precision; near the base they match Tokens and Take.
+func TestFarMatchesExactArithmetic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, rate := range []float64{1e-3, 1, 1e6, 1e9, 1e12, 1e19} {
+		for _, burst := range []int64{1, 10, 1 << 20} {
+			p := Compile(rate, burst)
+			if p.Mode != Rate {
+				continue
+			}
+			for range 20_000 {
+				e, base, now := farTimes(rng, &p)
+				d := farRef(&p, e, base, now) // E − now
+				full := e == EMin || d.Cmp(big.NewInt(-p.Tau)) <= 0
+				want := float64(burst)
+				if !full {
+					want, _ = new(big.Float).Quo(new(big.Float).SetInt(d), big.NewFloat(-float64(p.Interval))).Float64()
+				}
+				if got := p.TokensFar(e, base, now); math.Abs(got-want) > math.Abs(want)*1e-15 {
+					t.Fatalf("rate %g burst %d: TokensFar(%d, %d, %d) = %v, want %v", rate, burst, e, base, now, got, want)
+				}
+
+				n := 1 + rng.Int64N(burst)
+				maxWait := time.Duration(rng.Int64N(1 << 62))
+				if rng.IntN(2) == 0 {
+					maxWait = 0
+				}
+				ne, moved, wait, ok := p.TakeFar(e, base, now, n, maxWait)
+				// The new word and the wait, in arbitrary precision.
+				var wantNe, waitU *big.Int
+				if full {
+					wantNe = big.NewInt(n*p.Interval - p.Tau) // from now
+					waitU = wantNe
+				} else {
+					wantNe = big.NewInt(satAdd(e, n*p.Interval)) // from base
+					waitU = farRef(&p, wantNe.Int64(), base, now)
+				}
+				// ceil(waitU / 2^Shift), at least 0, at most MaxInt64
+				wn := new(big.Int).Add(waitU, big.NewInt(1<<p.Shift-1))
+				wn.Rsh(wn, uint(p.Shift))
+				wantWait := time.Duration(math.MaxInt64)
+				if wn.Sign() <= 0 {
+					wantWait = 0
+				} else if wn.IsInt64() {
+					wantWait = time.Duration(wn.Int64())
+				}
+				wantOk := wantWait <= maxWait
+				if !wantOk {
+					wantNe, full = big.NewInt(e), false
+				}
+				if ok != wantOk || wait != wantWait || moved != full || ne != wantNe.Int64() {
+					t.Fatalf("rate %g burst %d: TakeFar(%d, %d, %d, %d, %v) = %d, %v, %v, %v; want %d, %v, %v, %v",
+						rate, burst, e, base, now, n, maxWait, ne, moved, wait, ok, wantNe, full, wantWait, wantOk)
+				}
+				if u, in := p.Units(now, base); in && !moved {
+					ne1, wu, ok1 := p.Take(e, u, n, p.ToUnits(int64(maxWait)))
+					if ok1 != ok || ne1 != ne || (wu < EMax && p.ToDuration(wu) != wait) { // Take saturates a wait
+						t.Fatalf("near the base: Take = %d %d %v, TakeFar = %d %v %v", ne1, wu, ok1, ne, wait, ok)
+					}
+				}
+			}
+		}
 	}
 }
 
