@@ -343,7 +343,34 @@ func (b *Bucket) give(n int) {
 	}
 	for {
 		s, w := b.load()
+		if s.ls.Load() != nil {
+			b.giveLeased(int64(n))
+			return
+		}
 		if s.word.CompareAndSwap(w, s.Refund(w, int64(n))) {
+			return
+		}
+	}
+}
+
+// giveLeased is give to a bucket split into a word and stripes (lease.go).
+// The word holds at most Burst−P tokens and clamps a refund to that, so a
+// refund to the word alone was lost whenever the word was full: a token
+// taken from a stripe and cancelled (sluice.All's refund) was gone. The
+// tokens go to the stripes' room first, the rest to the word, whose clamp
+// then drops only what the whole bucket has no room for. It holds b.mu so
+// that no setter drains the stripes while it fills them: only the holder
+// of b.mu retires a state.
+func (b *Bucket) giveLeased(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, _ := b.load()
+	if ls := s.ls.Load(); ls != nil {
+		n = ls.put(n)
+	}
+	for n > 0 {
+		s, w := b.load() // the same state: admissions move only its word
+		if s.word.CompareAndSwap(w, s.Refund(w, n)) {
 			return
 		}
 	}

@@ -37,6 +37,7 @@ import (
 // keeps at least P tokens besides, so tokens are parked only when there
 // are plenty. A setter drains the stripes back into the word before
 // the new state is made from it; a rebase (the same config) hands them on.
+// A refund fills the stripes' room before the word's (see giveLeased).
 const leaseSize = 32
 
 // refilling marks a stripe whose lease is being taken from the word: in
@@ -122,6 +123,33 @@ func takeOne(l *lease) bool {
 			return true
 		}
 	}
+}
+
+// put parks up to n tokens in stripes with room, the caller's first, and
+// returns how many did not fit. A stripe being refilled is skipped: its
+// lease is on its way. The caller holds b.mu, so ls is not being drained.
+func (ls *leaseSet) put(n int64) int64 {
+	n = putIn(ls.stripe(), n)
+	for i := range ls.s {
+		if n == 0 {
+			break
+		}
+		n = putIn(&ls.s[i], n)
+	}
+	return n
+}
+
+func putIn(l *lease, n int64) int64 {
+	for n > 0 {
+		v := l.n.Load()
+		if v < 0 || v >= leaseSize {
+			return n
+		}
+		if k := min(n, leaseSize-v); l.n.CompareAndSwap(v, v+k) {
+			return n - k
+		}
+	}
+	return n
 }
 
 // held returns the tokens the stripes hold.

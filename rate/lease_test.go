@@ -1,10 +1,14 @@
 package rate
 
 import (
+	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/sluice"
 )
 
 // A bucket that barely refills (one token in 1000 s) and holds 10,000:
@@ -104,6 +108,72 @@ func TestLeaseSetterDrainsStripes(t *testing.T) {
 	}
 	if n != leaseBurst {
 		t.Errorf("%d admitted in all, want %d", n, leaseBurst)
+	}
+}
+
+// Cancelling a token taken from a stripe gives it back, though the word it
+// would once have gone to is full; a refund still never fills the bucket
+// past its burst. (The word clipped it: sluice.All lost a token each time
+// a later limiter refused.)
+func TestLeaseCancelGivesTheTokenBack(t *testing.T) {
+	b := leasingBucket(t)
+	refuse := mustBucket(t, Config{Rate: 1, Burst: 0})
+	for range 3 {
+		if _, err := sluice.All(b, refuse).Acquire(context.Background()); !errors.Is(err, sluice.ErrTooLarge) {
+			t.Fatalf("All.Acquire = %v, want the second limiter's refusal", err)
+		}
+	}
+	p, err := b.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk := b.Tokens(); math.Abs(tk-(leaseBurst-1)) > 0.01 {
+		t.Fatalf("Tokens = %v after Acquire, want %d", tk, leaseBurst-1)
+	}
+	p.Cancel()
+	r, ok := b.Reserve(1, 0)
+	if !ok {
+		t.Fatal("Reserve refused a full bucket")
+	}
+	r.Cancel()
+	if tk := b.Tokens(); math.Abs(tk-leaseBurst) > 0.01 {
+		t.Errorf("Tokens = %v after the cancels, want %d", tk, leaseBurst)
+	}
+	// A full bucket given tokens it never lent stays at its burst.
+	b.give(100)
+	if tk := b.Tokens(); math.Abs(tk-leaseBurst) > 0.01 {
+		t.Errorf("Tokens = %v after an excess refund, want %d", tk, leaseBurst)
+	}
+	n := 0
+	for b.Allow() {
+		n++
+	}
+	if n != leaseBurst {
+		t.Errorf("%d admitted after the cancels, want %d", n, leaseBurst)
+	}
+}
+
+// Goroutines take single tokens (from their stripes, leasing from the word)
+// and cancel every one: the bucket ends as full as it began.
+func TestLeaseConcurrentCancelsKeepTheBurst(t *testing.T) {
+	b := leasingBucket(t)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				if (g+i)%2 == 0 {
+					if p, err := b.TryAcquire(); err == nil {
+						p.Cancel()
+					}
+				} else if r, ok := b.Reserve(1, 0); ok {
+					r.Cancel()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if tk := b.Tokens(); math.Abs(tk-leaseBurst) > 0.01 {
+		t.Errorf("Tokens = %v after every take was cancelled, want %d", tk, leaseBurst)
 	}
 }
 
