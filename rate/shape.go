@@ -33,21 +33,38 @@ func NewReaderContext(ctx context.Context, r io.Reader, b *Bucket) *Reader {
 // means that a reader blocked on an idle source holds no tokens that other
 // users of a shared bucket could use. If ctx is done while waiting, Read
 // returns the bytes together with ctx.Err(); they stay paid for.
+//
+// A bucket that never refills (rate 0) is different: bytes read could
+// never be paid for once its tokens are gone, so Read reads at most the
+// tokens left, takes them before reading (readers sharing the bucket then
+// never get more than it holds between them) and gives back those of
+// bytes the source did not return. With none left it fails with
+// sluice.ReasonRate, reading nothing.
 func (r *Reader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, err
 	}
-	c, err := chunk(r.b, len(p))
-	if err != nil {
-		return 0, err
-	}
-	n, rerr := r.r.Read(p[:c])
-	if n > 0 {
-		if werr := r.b.pay(r.ctx, n); werr != nil && rerr == nil {
-			rerr = werr
+	for {
+		c, refills, err := chunk(r.b, len(p))
+		if err != nil {
+			return 0, err
 		}
+		if refills || c == 0 {
+			n, rerr := r.r.Read(p[:c])
+			if n > 0 {
+				if werr := r.b.pay(r.ctx, n); werr != nil && rerr == nil {
+					rerr = werr
+				}
+			}
+			return n, rerr
+		}
+		if g := r.b.takeNanos(live, c, 0, noDeadline, sluice.ReasonRate, true); !g.ok {
+			continue // another user took them meanwhile: look again
+		}
+		n, rerr := r.r.Read(p[:c])
+		r.b.give(c - max(n, 0))
+		return n, rerr
 	}
-	return n, rerr
 }
 
 // Writer shapes the bytes written through it to the rate of a Bucket, one
@@ -75,10 +92,13 @@ func NewWriterContext(ctx context.Context, w io.Writer, b *Bucket) *Writer {
 // writes it. It returns the bytes written and the first error: a rejection
 // or ctx.Err() from waiting (that chunk is not written), or the underlying
 // writer's error (the tokens of the bytes it did not write are given back).
+// With a bucket that never refills (rate 0) a chunk is at most the tokens
+// left, so the last of them are written too before Write fails with
+// sluice.ReasonRate.
 func (w *Writer) Write(p []byte) (int, error) {
 	written := 0
 	for written < len(p) {
-		c, err := chunk(w.b, len(p)-written)
+		c, _, err := chunk(w.b, len(p)-written)
 		if err != nil {
 			return written, err
 		}
@@ -101,18 +121,28 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// chunk is how many of want bytes to move at once: at most the burst, so
-// that every chunk can be paid for.
-func chunk(b *Bucket, want int) (int, error) {
-	s, _ := b.load()
-	if s.Mode == gcra.Inf || int64(want) <= s.burst {
-		return want, nil
+// chunk is how many of want bytes to move at once: at most what can ever
+// be paid for at once, the burst, and in a bucket that never refills (rate
+// 0) the tokens left, which are all that will ever come (refills false).
+// It fails when that is nothing and want is not.
+func chunk(b *Bucket, want int) (c int, refills bool, err error) {
+	s, w := b.load()
+	limit, refills := s.burst, s.Mode != gcra.Zero
+	if !refills {
+		limit = min(limit, w) // the word is the tokens left
 	}
-	if s.burst == 0 {
-		b.c.Reject(sluice.ReasonTooLarge)
-		return 0, sluice.RejectQuota(sluice.ReasonTooLarge, 0)
+	if s.Mode == gcra.Inf || int64(want) <= limit {
+		return want, refills, nil
 	}
-	return int(s.burst), nil
+	if limit <= 0 {
+		why := sluice.ReasonRate // the tokens never come
+		if s.burst == 0 {
+			why = sluice.ReasonTooLarge // nothing fits
+		}
+		b.c.Reject(why)
+		return 0, refills, sluice.RejectQuota(why, 0)
+	}
+	return int(limit), refills, nil
 }
 
 // pay takes n tokens for bytes already moved: it waits however long that

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -150,7 +153,77 @@ func TestShapeEdges(t *testing.T) {
 	// Rate 0: the burst is all there is; the reader gets an error, not a hang.
 	once := mustBucket(t, Config{Rate: 0, Burst: 4})
 	got, err := io.ReadAll(NewReader(bytes.NewReader([]byte("0123456789")), once))
-	if !errors.Is(err, sluice.ErrRate) || string(got) != "01234567" {
+	if !errors.Is(err, sluice.ErrRate) || string(got) != "0123" {
 		t.Fatalf("rate 0 reader: %q, %v", got, err)
+	}
+}
+
+// endless is a source that always fills the buffer.
+type endless struct{ read int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	e.read += len(p)
+	return len(p), nil
+}
+
+// A bucket that never refills delivers its burst in bytes, in total, and
+// then nothing: neither a Reader, which pays after reading, nor a Writer,
+// which pays before, moves a byte it cannot pay for, and neither strands
+// the last tokens. (The Reader read a whole chunk and failed to pay only
+// afterwards: three reads of a Rate 0, Burst 10 bucket delivered 30 bytes.)
+func TestRateZeroDeliversTheBurst(t *testing.T) {
+	b := mustBucket(t, Config{Rate: 0, Burst: 10})
+	src := &endless{}
+	r := NewReader(src, b)
+	buf := make([]byte, 4)
+	total := 0
+	for range 5 {
+		n, err := r.Read(buf)
+		total += n
+		if total > 10 || (err != nil && !errors.Is(err, sluice.ErrRate)) {
+			t.Fatalf("Read = %d, %v after %d bytes in all", n, err, total)
+		}
+	}
+	if total != 10 || src.read != 10 {
+		t.Errorf("Rate 0 Burst 10: read %d bytes, delivered %d; want 10 and 10", src.read, total)
+	}
+
+	// A source that returns less than asked: the tokens of the bytes it
+	// did not return come back, for the next reader of the bucket.
+	b = mustBucket(t, Config{Rate: 0, Burst: 10})
+	short := NewReader(iotest.HalfReader(&endless{}), b)
+	n, err := short.Read(make([]byte, 8)) // 8 tokens taken, 4 bytes read
+	if n != 4 || err != nil || b.Tokens() != 6 {
+		t.Fatalf("half reader: Read = %d, %v with %v tokens left; want 4, nil, 6", n, err, b.Tokens())
+	}
+	if n, err := io.ReadFull(NewReader(&endless{}, b), make([]byte, 20)); n != 6 || !errors.Is(err, sluice.ErrRate) {
+		t.Fatalf("second reader: %d, %v; want the 6 bytes left, then sluice.ErrRate", n, err)
+	}
+
+	// Readers racing on one bucket get its burst between them, exactly.
+	b = mustBucket(t, Config{Rate: 0, Burst: 1000})
+	var delivered atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			n, _ := io.Copy(io.Discard, NewReader(iotest.OneByteReader(&endless{}), b))
+			delivered.Add(n)
+		})
+	}
+	wg.Wait()
+	if got := delivered.Load(); got != 1000 {
+		t.Errorf("8 readers of a Rate 0 Burst 1000 bucket delivered %d bytes, want 1000", got)
+	}
+
+	b = mustBucket(t, Config{Rate: 0, Burst: 10})
+	var dst bytes.Buffer
+	w := NewWriter(&dst, b)
+	for range 3 {
+		if _, err := w.Write([]byte("abc")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := w.Write([]byte("abc")); n != 1 || !errors.Is(err, sluice.ErrRate) || dst.String() != "abcabcabca" {
+		t.Fatalf("4th Write = %d, %v, wrote %q; want the last token's byte, then sluice.ErrRate", n, err, dst.String())
 	}
 }
