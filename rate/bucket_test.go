@@ -243,6 +243,39 @@ func TestFarAdmissionsKeepTheBucketExact(t *testing.T) {
 	}
 }
 
+// A burst too large to count at its rate (Burst times the interval, in
+// whole units, over 2^60) is refused with an error naming Config.Burst, by
+// NewBucket and by the setters; the largest countable one works. (Rate
+// 1e19 with the largest int burst was accepted, then read as full but
+// refused every admission: Tau wrapped.)
+func TestUncountableBurstIsRefused(t *testing.T) {
+	for _, c := range []Config{
+		{Rate: 1e19, Burst: math.MaxInt},
+		{Rate: 1e10, Burst: 5e18},
+		{Rate: 1e19, Burst: 1<<60 + 1},
+		{Rate: 1.5e9, Burst: 1.5e18}, // 32 years to fill, but 1 ns a token as counted: 48
+	} {
+		_, err := NewBucket(c)
+		if !errors.Is(err, sluice.ErrInvalidConfig) || !strings.Contains(err.Error(), "Config.Burst") {
+			t.Errorf("NewBucket(%+v) = %v, want an sluice.ErrInvalidConfig naming Config.Burst", c, err)
+		}
+	}
+	b := mustBucket(t, Config{Rate: 1e19, Burst: 1 << 60})
+	if b.TokensAt(t0) != 1<<60 || !b.AllowAt(t0, 1<<60) || b.AllowAt(t0, 1) || !b.AllowAt(t0.Add(time.Second), 1) {
+		t.Error("rate 1e19, burst 2^60: want it full, its burst once, then a refill")
+	}
+	if err := b.SetBurst(math.MaxInt); !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Errorf("SetBurst(MaxInt) at rate 1e19 = %v", err)
+	}
+	big := mustBucket(t, Config{Rate: 0, Burst: math.MaxInt}) // no refill: any burst counts
+	if err := big.SetRate(1e19); !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Errorf("SetRate(1e19) with the largest burst = %v", err)
+	}
+	if c := big.Config(); c.Rate != 0 {
+		t.Errorf("a refused SetRate changed the rate to %v", c.Rate)
+	}
+}
+
 func TestSetRateKeepsTokens(t *testing.T) {
 	b := mustBucket(t, Config{Rate: 10, Burst: 10})
 	if !b.AllowAt(t0, 10) {

@@ -21,8 +21,10 @@ type Config struct {
 	// Burst is the bucket's capacity: the most tokens available at once and
 	// the most a single request may take. A full bucket admits Burst events
 	// at once. 0 admits nothing unless Rate is Inf. Must not be negative,
-	// nor take longer than MaxFill (36 years) to fill at Rate, unless Rate
-	// is slower than a token per MaxFill (see ValidFill). Default 0.
+	// nor take longer than MaxFill (36 years) to fill at Rate, nor be more
+	// than the bucket can count at Rate (never above 2^60, about 1.15e18),
+	// unless Rate is 0 or slower than a token per MaxFill (see ValidFill).
+	// Default 0.
 	Burst int
 	// MaxWait bounds how long Wait, WaitN and Acquire wait for tokens: a
 	// request whose tokens come later is rejected at once with
@@ -51,15 +53,24 @@ func (c Config) validate() error {
 const MaxFill = time.Duration(gcra.MaxTau)
 
 // ValidFill returns a *sluice.ConfigError on Config.Burst when a bucket of
-// burst at rate gets tokens back within MaxFill but takes longer than
-// MaxFill to fill: it could not count its refill (rate 10 with burst 2e10
-// would never refill).
+// burst at rate gets tokens back within MaxFill but cannot count its
+// refill: it takes longer than MaxFill to fill (rate 10 with burst 2e10
+// would never refill), or its burst is too large to count at that rate.
+// A bucket counts its fill time in at most 2^60 units of time, each token
+// taking a whole number of units (the unit is finer for a smaller burst,
+// down to 2^-30 ns), so Burst can never exceed 2^60 (about 1.15e18), and a
+// burst near MaxFill can be refused where its interval rounds up.
 func ValidFill(rate float64, burst int) error {
 	horizon := MaxFill.Seconds()
 	if rate > 1/horizon && rate < math.MaxFloat64 && float64(burst)/rate > horizon {
 		return sluice.NewConfigError("rate", "Config.Burst", burst, fmt.Sprintf(
 			"at Rate %v/s takes %.4g years to fill; Burst/Rate must be at most MaxFill, %.4g years: lower Burst or raise Rate",
 			rate, float64(burst)/rate/(365.25*86400), horizon/(365.25*86400)))
+	}
+	if !gcra.Countable(rate, int64(burst)) {
+		return sluice.NewConfigError("rate", "Config.Burst", burst, fmt.Sprintf(
+			"at Rate %v/s is more tokens than the bucket can count: Burst times the interval between tokens, in whole units of time, must fit in 2^60 units; lower Burst",
+			rate))
 	}
 	return nil
 }

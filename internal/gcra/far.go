@@ -114,7 +114,7 @@ func (p *Params) TokensFar(e, base, now int64) float64 {
 func (p *Params) TakeFar(e, base, now, n int64, maxWait time.Duration) (ne int64, moved bool, wait time.Duration, ok bool) {
 	if e == EMin || p.rel(e, base, now).clamp() <= -p.Tau {
 		// Full at now: start at now−Tau, in now's base; n·Interval <= Tau
-		// (n <= Burst) and Tau < 2^60, so this fits.
+		// (n <= Burst) and Tau <= 2^60, so this fits.
 		ne = n*p.Interval - p.Tau
 		wait = p.ToDuration(ne)
 		if wait > maxWait {

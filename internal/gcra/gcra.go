@@ -48,7 +48,7 @@ const (
 
 	maxShift   = 30      // finest unit: 2^-30 ns; the base then moves every ~2 s
 	precBits   = 16      // intervals get at least 2^16 units when the range allows
-	MaxTau     = 1 << 60 // Burst·Interval, in units, stays below this
+	MaxTau     = 1 << 60 // Burst·Interval, in units, stays at or below this
 	offsetBits = 61      // |now-base| << Shift stays below 2^61
 )
 
@@ -67,8 +67,30 @@ type Params struct {
 // math.MaxFloat64 and +Inf mean no limit) and a burst (>= 0). Every such
 // pair compiles: a rate too slow to refill the bucket within 2^60 ns (36
 // years) becomes Zero mode, a rate too fast for the finest unit admits at
-// most one token per unit.
+// most one token per unit. So does a pair that Countable refuses, so that
+// no arithmetic overflows; a caller validates with Countable first.
 func Compile(rate float64, burst int64) Params {
+	p := compile(rate, burst)
+	if p.Mode == Rate && p.Burst > MaxTau/p.Interval {
+		return Params{Mode: Zero, Burst: burst, Lim: 1 << offsetBits}
+	}
+	return p
+}
+
+// Countable reports whether Compile counts a bucket of rate and burst as
+// it is: true unless it refills within 2^60 ns but Burst·Interval exceeds
+// MaxTau units. The interval is a whole number of units, at least one, and
+// a larger burst allows only a coarser unit, so a huge burst can round its
+// interval up past what 2^60 units hold: any Burst above 2^60, and bursts
+// near MaxFill whose interval rounds up by a large fraction. (Rate 1e19
+// with the largest int burst had Tau = 2^63−1, and now−Tau wrapped.)
+// Compile gives such a pair no refill rather than overflow.
+func Countable(rate float64, burst int64) bool {
+	p := compile(rate, burst)
+	return p.Mode != Rate || p.Burst <= MaxTau/p.Interval
+}
+
+func compile(rate float64, burst int64) Params {
 	p := Params{Burst: burst, Lim: 1 << offsetBits}
 	switch {
 	case rate >= math.MaxFloat64:
@@ -93,7 +115,7 @@ func Compile(rate float64, burst int64) Params {
 	}
 	p.Shift = uint8(k)
 	p.Interval = max(1, int64(math.Round(ns*float64(uint64(1)<<k))))
-	p.Tau = p.Interval * p.Burst
+	p.Tau = p.Interval * p.Burst // wraps when !Countable: Compile drops it
 	p.Lim = 1 << (offsetBits - k)
 	return p
 }
@@ -133,7 +155,7 @@ func (p *Params) Take(e, u, n, maxWait int64) (ne, wait int64, ok bool) {
 // common admission (rate.Bucket.Allow). ok reports that the token is there
 // at u; when !ok the word must not change, and SatSub(ne, u) is the wait.
 func (p *Params) TakeOne(e, u int64) (ne int64, ok bool) {
-	ne = satAdd(max(e, u-p.Tau), p.Interval) // |u| <= 2^61, Tau < 2^60: no overflow
+	ne = satAdd(max(e, u-p.Tau), p.Interval) // |u| <= 2^61, Tau <= 2^60 (Compile): no overflow
 	return ne, ne <= u
 }
 

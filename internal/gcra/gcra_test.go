@@ -34,6 +34,8 @@ func TestCompile(t *testing.T) {
 		{"smallest float", math.SmallestNonzeroFloat64, 1, Zero, 0, 0},
 		{"huge burst limits the shift", 1e9, 1 << 50, Rate, 10, 1 << 10},
 		{"max burst", 1, math.MaxInt, Zero, 0, 0},
+		{"max burst at 1e19/s: not countable, no refill", 1e19, math.MaxInt, Zero, 0, 0},
+		{"2^60 burst at 1e19/s: one unit a token", 1e19, 1 << 60, Rate, 30, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +58,28 @@ func TestCompile(t *testing.T) {
 
 // The effective rate, 1e9*2^shift/interval, must match the configured one
 // to 2^-17 wherever the fixed point has room.
+// No pair compiles to a Tau beyond MaxTau, which keeps now−Tau from
+// wrapping; Countable names the pairs that would, and only those lose
+// their refill.
+func TestCompileTauFits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200_000 {
+		rate := math.Pow(10, rng.Float64()*40-20)
+		burst := int64(math.Pow(2, rng.Float64()*63)) - 1
+		p := Compile(rate, burst)
+		if p.Mode == Rate && (p.Tau < 0 || p.Tau > MaxTau || p.Tau != p.Interval*p.Burst) {
+			t.Fatalf("Compile(%g, %d): Tau = %d, Interval %d", rate, burst, p.Tau, p.Interval)
+		}
+		refills := rate*MaxTau/1e9 >= float64(max(burst, 1)) // fills within 2^60 ns
+		if c := Countable(rate, burst); c != (p.Mode == Rate || !refills) {
+			t.Fatalf("Compile(%g, %d) is mode %d, Countable = %v", rate, burst, p.Mode, c)
+		}
+	}
+	if Countable(1e19, math.MaxInt64) || !Countable(1e19, 1<<60) || Countable(1e19, 1<<60+1) {
+		t.Error("at 1e19/s the burst must fit in 2^60 units of one a token")
+	}
+}
+
 func TestCompilePrecision(t *testing.T) {
 	for _, r := range []float64{1e-6, 0.3, 1, 3, 7, 333, 3e4, 1.2345e5, 1e6, 3e8, 1e9, 2.5e9, 1e10, 7.7e11, 1e13} {
 		p := Compile(r, 1000)
