@@ -186,10 +186,17 @@ func (a *AIMD) Observe(now time.Time, s Sample) int {
 
 // wait is the time from the last change to the next increase: Interval,
 // or Interval × 2^failures if the increase would reach the level that
-// failed last, or go on from it (see the type's doc).
+// failed last, or go on from it (see the type's doc). The product
+// saturates at the longest Duration: a shift of an Interval of 2^59 ns
+// (18 years) or more wrapped negative, and the next Success increased
+// the limit at once.
 func (a *AIMD) wait() time.Duration {
 	if a.failedAt > 0 && math.Floor(a.limit+a.increase) >= a.failedAt {
-		return a.interval << min(a.failures, maxProbeDoublings)
+		k := min(a.failures, maxProbeDoublings)
+		if a.interval > math.MaxInt64>>k {
+			return math.MaxInt64
+		}
+		return a.interval << k
 	}
 	return a.interval
 }

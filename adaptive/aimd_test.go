@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -164,5 +165,26 @@ func TestAIMDDropBurstBacksOffOncePerInterval(t *testing.T) {
 	}
 	if cuts != 3 || last != 42 { // 100 × 0.75³ = 42.2
 		t.Fatalf("%d backoffs to %d, want 3 to 42", cuts, last)
+	}
+}
+
+// The wait before probing a level that keeps failing doubles per failure
+// and saturates rather than wrap: with an Interval of 2^62 ns (146 years),
+// a second backoff made it 2^63, which wrapped negative, and the next
+// Success 2 ms later raised the limit at once.
+func TestAIMDProbeWaitSaturates(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	a, err := NewAIMD(AIMDConfig{Interval: 1 << 62, Increase: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay(t, a, []step{
+		{-147 * year, drop(time.Millisecond, 20), 15},        // 20 × 0.75
+		{0, drop(time.Millisecond, 20), 11},                  // an Interval later, at or below the level that failed
+		{2 * time.Millisecond, ok(time.Millisecond, 20), 11}, // the probe waits 2 Intervals, saturated
+		{200 * year, ok(time.Millisecond, 20), 11},           // more than one Interval is not enough
+	})
+	if w := a.wait(); w != math.MaxInt64 {
+		t.Errorf("wait = %v, want the longest Duration", w)
 	}
 }
