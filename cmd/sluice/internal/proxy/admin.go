@@ -170,6 +170,14 @@ type limitChange struct {
 // change (a reload keeps the policy, and so the change).
 func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	// The body is read before mu is taken: a client that sends it slowly,
+	// or never, would otherwise hold up reloads, GET /config and Shutdown
+	// for as long as it likes.
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "body", "body: "+err.Error())
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.cur.Load().policies[name]
@@ -178,7 +186,7 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ch limitChange
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ch); err != nil {
 		field := ""

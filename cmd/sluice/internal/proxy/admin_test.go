@@ -1,13 +1,18 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -185,5 +190,91 @@ func TestDashboardMetricsExist(t *testing.T) {
 		if seen == 0 {
 			t.Errorf("%s names no metric", f)
 		}
+	}
+}
+
+// signalRead is a request body that closes read at its first Read.
+type signalRead struct {
+	io.ReadCloser
+	once *sync.Once
+	read chan struct{}
+}
+
+func (b signalRead) Read(p []byte) (int, error) {
+	b.once.Do(func() { close(b.read) })
+	return b.ReadCloser.Read(p)
+}
+
+// A PUT /limits whose body never comes holds nothing: a reload, GET
+// /config and Shutdown go ahead while its handler waits for the body.
+func TestAdminStalledPutHoldsNothing(t *testing.T) {
+	up := upstream(t, echo("a"))
+	read := make(chan struct{})
+	p := startWith(t, `
+reload: {poll: 0s}
+routes:
+  - {name: r, upstream: UPSTREAM, policy: c}
+policies:
+  - {name: c, concurrency: {limit: 5}}
+`, up, slog.New(slog.DiscardHandler), func(s *Server) {
+		if s.admin.ReadHeaderTimeout <= 0 || s.admin.ReadTimeout <= 0 {
+			t.Errorf("admin server: read header timeout %v, read timeout %v: a stalled client holds its connection for ever",
+				s.admin.ReadHeaderTimeout, s.admin.ReadTimeout)
+		}
+		h := s.admin.Handler
+		once := &sync.Once{}
+		s.admin.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == "PUT" {
+				r.Body = signalRead{r.Body, once, read}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.admin, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed before the cleanup's Shutdown waits: on the old code it is
+	// what lets the handler give mu back.
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "PUT /limits/c HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-read: // the handler waits for the rest of the body
+	case <-time.After(10 * time.Second):
+		t.Fatal("the PUT's body was never read")
+	}
+
+	within := func(what string, d time.Duration, f func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(d):
+			t.Errorf("%s still blocked after %v behind a PUT whose body does not come", what, d)
+			conn.Close()
+			<-done
+		}
+	}
+	within("Reload", 5*time.Second, p.s.Reload)
+	within("GET /config", 5*time.Second, func() error {
+		resp, err := client(t).Get(p.admin + "/config")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	})
+	within("Shutdown", 5*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return p.s.Shutdown(ctx)
+	})
+	if got := p.s.cur.Load().policies["c"].conc.Stats().Limit; got != 5 {
+		t.Errorf("limit %v after a PUT whose body never came, want 5", got)
 	}
 }

@@ -38,11 +38,21 @@ func writeConfig(t testing.TB, path, text, upstream string) {
 // start runs a proxy with the config text (UPSTREAM replaced by upstream).
 func start(t *testing.T, text, upstream string) *running {
 	t.Helper()
+	return startWith(t, text, upstream, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+}
+
+// startWith is start with the proxy's log going to log, and prepare (if
+// not nil) called on the Server before it serves, to wrap its handlers.
+func startWith(t *testing.T, text, upstream string, log *slog.Logger, prepare func(*Server)) *running {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeConfig(t, path, text, upstream)
-	s, err := New(path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := New(path, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(s)
 	}
 	ln := listen(t)
 	aln := listen(t)

@@ -197,9 +197,21 @@ func New(path string, log *slog.Logger) (*Server, error) {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: DefaultIdleTimeout}
+	s.admin = &http.Server{
+		Handler: s.adminHandler(),
+		// An admin request is small (a PUT body is at most 64 KiB): a
+		// client that takes longer than this to send one is stalled, and
+		// must not keep its connection and goroutine.
+		ReadHeaderTimeout: adminReadTimeout,
+		ReadTimeout:       adminReadTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+	}
 	return s, nil
 }
+
+// adminReadTimeout bounds the time an admin API client may take to send a
+// request, headers and body.
+const adminReadTimeout = 10 * time.Second
 
 // Config returns the serving config.
 func (s *Server) Config() *Config { return s.cur.Load().cfg }
