@@ -209,23 +209,82 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, field, msg)
 		return
 	}
-	if ch.Limit != nil {
-		if err := p.conc.SetLimit(*ch.Limit); err != nil { // checked above: not reached
-			writeError(w, http.StatusBadRequest, "limit", err.Error())
-			return
-		}
-	}
-	if ch.Rate != nil {
-		_ = p.bucket.SetRate(*ch.Rate) // checked above
-	}
-	if ch.Burst != nil {
-		_ = p.bucket.SetBurst(*ch.Burst)
-	}
+	field, err := p.apply(ch)
 	if ch.Rate != nil || ch.Burst != nil {
-		s.describeQuota(p)
+		s.describeQuota(p) // the bucket as it is, changed or put back
+	}
+	if err != nil {
+		// checkChange passed it, so a setter disagrees with it: a value
+		// the setter refuses is still the input's fault (400), anything
+		// else is ours.
+		code := http.StatusInternalServerError
+		if errors.Is(err, sluice.ErrInvalidConfig) && !errors.Is(err, errPartlyApplied) {
+			code = http.StatusBadRequest
+		}
+		s.log.Error("limit change refused through the admin API", "policy", name, "field", field, "err", err)
+		writeError(w, code, field, err.Error())
+		return
 	}
 	s.log.Info("limits changed through the admin API", "policy", name, "limit", ch.Limit, "rate", ch.Rate, "burst", ch.Burst)
 	writeJSON(w, http.StatusOK, p.view())
+}
+
+// errPartlyApplied is in apply's error when a change could not be undone.
+var errPartlyApplied = errors.New("the change is partly applied")
+
+// apply makes the change ch, which checkChange accepted, all or nothing:
+// when a setter fails, those that succeeded are undone (but for the tokens
+// a lower burst dropped, which no setter gives back), and the failing
+// field is returned with the error.
+//
+// The bucket checks a new rate against its burst as it stands, and a new
+// burst against its rate, so both fields are set in the order whose
+// intermediate pair is valid: a lower rate after the burst (the new burst
+// at the old, higher rate fills sooner than at the new one), a higher rate
+// before it (the old burst fills sooner at the new rate). Both ends being
+// valid, so is the pair between, and so is every step of the undo, which
+// goes back the same way. The concurrency limit, which checkChange bounds
+// as its setter does, comes last, so that a bucket the change could not
+// make leaves it as it was.
+func (p *policy) apply(ch limitChange) (field string, err error) {
+	type step struct {
+		field    string
+		do, undo func() error
+	}
+	var steps []step
+	if ch.Rate != nil || ch.Burst != nil {
+		old := p.bucket.Config()
+		var rateStep, burstStep []step
+		if ch.Rate != nil {
+			r := *ch.Rate
+			rateStep = []step{{"rate", func() error { return p.bucket.SetRate(r) }, func() error { return p.bucket.SetRate(old.Rate) }}}
+		}
+		if ch.Burst != nil {
+			b := *ch.Burst
+			burstStep = []step{{"burst", func() error { return p.bucket.SetBurst(b) }, func() error { return p.bucket.SetBurst(old.Burst) }}}
+		}
+		if ch.Rate != nil && *ch.Rate < old.Rate {
+			steps = append(burstStep, rateStep...)
+		} else {
+			steps = append(rateStep, burstStep...)
+		}
+	}
+	if ch.Limit != nil {
+		n := *ch.Limit
+		// Last: nothing after it can fail, so it is never undone.
+		steps = append(steps, step{"limit", func() error { return p.conc.SetLimit(n) }, nil})
+	}
+	for i, st := range steps {
+		if err := st.do(); err != nil {
+			for j := i - 1; j >= 0; j-- {
+				if uerr := steps[j].undo(); uerr != nil {
+					err = errors.Join(err, fmt.Errorf("%w: %s could not be put back: %w", errPartlyApplied, steps[j].field, uerr))
+				}
+			}
+			return st.field, err
+		}
+	}
+	return "", nil
 }
 
 // describeQuota makes the RateLimit-Policy field of p's routes, and of

@@ -278,3 +278,49 @@ policies:
 		t.Errorf("limit %v after a PUT whose body never came, want 5", got)
 	}
 }
+
+// A PUT that changes the rate and the burst together applies both or
+// neither: the bucket checks each setter against the other field as it
+// stands, so cutting the rate of a deep bucket while shrinking it must
+// shrink it first, and raising both must raise the rate first.
+func TestAdminPutRateAndBurstTogether(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	p := start(t, `
+reload: {poll: 0s}
+routes:
+  - {name: r, upstream: UPSTREAM, policy: q}
+policies:
+  - name: q
+    rate: {rate: 1, burst: 1000000}
+    concurrency: {limit: 5}
+`, up)
+	pol := p.s.cur.Load().policies["q"]
+	c := client(t)
+	for _, tc := range []struct {
+		body   string
+		code   int
+		rate   float64
+		burst  int
+		limit  float64
+		policy string // RateLimit-Policy after it
+	}{
+		// At the old burst, 1e6, the new rate would take 3e4 years to
+		// fill the bucket: the burst goes first.
+		{`{"rate": 0.000001, "burst": 1, "limit": 3}`, 200, 0.000001, 1, 3, `"q";q=1;w=1000000`},
+		// At the old rate the new burst would: the rate goes first.
+		{`{"rate": 1, "burst": 1000000, "limit": 5}`, 200, 1, 1000000, 5, `"q";q=1000000;w=1000000`},
+		// Refused whole: the limit is not changed either.
+		{`{"rate": 0.000001, "limit": 2}`, 400, 1, 1000000, 5, `"q";q=1000000;w=1000000`},
+	} {
+		code, out := put(t, p.admin+"/limits/q", tc.body)
+		cfg := pol.bucket.Config()
+		if code != tc.code || cfg.Rate != tc.rate || cfg.Burst != tc.burst || pol.conc.Stats().Limit != tc.limit {
+			t.Errorf("PUT %s: %d %v, then rate %v burst %d limit %v; want %d, rate %v burst %d limit %v",
+				tc.body, code, out, cfg.Rate, cfg.Burst, pol.conc.Stats().Limit, tc.code, tc.rate, tc.burst, tc.limit)
+		}
+		resp, _ := get(t, c, newReq(t, "GET", p.url+"/"))
+		if got := resp.Header.Get("RateLimit-Policy"); got != tc.policy {
+			t.Errorf("PUT %s: RateLimit-Policy %q, want %q", tc.body, got, tc.policy)
+		}
+	}
+}
