@@ -71,9 +71,10 @@ const (
 )
 
 // errHeaderTimeout cancels the upstream request of a request with a body
-// whose headers did not come within the route's timeout of its
-// forwarding. A timeout, so the client (if there) is answered 504.
-var errHeaderTimeout = fmt.Errorf("the upstream did not answer within the route's timeout, the request's body included: %w", context.DeadlineExceeded)
+// whose headers did not come within the route's timeout, while the proxy
+// waited on the upstream (upload.go). A timeout, so the client (if there)
+// is answered 504.
+var errHeaderTimeout = fmt.Errorf("the upstream did not answer within the route's timeout: %w", context.DeadlineExceeded)
 
 func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := stateFrom(r.Context())
@@ -87,7 +88,8 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.detached.parent = r.Context()
 	up, cancel := context.WithCancelCause(&st.detached)
 	defer cancel(nil)
-	st.boundHeaders(r, h.rt.spec.Timeout, cancel)
+	out := r.WithContext(up)
+	st.boundHeaders(out, h.rt.spec.Timeout, cancel)
 	st.abandoned = h.rt.metrics.abandoned
 	stop := context.AfterFunc(st.ctx, func() {
 		if st.up.Load() == upWaiting {
@@ -108,7 +110,7 @@ func (h waitForUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		st.stopHeaders()
 	}()
-	h.next.ServeHTTP(w, r.WithContext(up))
+	h.next.ServeHTTP(w, out)
 }
 
 // detachedCtx is what context.WithoutCancel makes of parent, without its
@@ -127,29 +129,6 @@ func (c *detachedCtx) Done() <-chan struct{}       { return nil }
 func (c *detachedCtx) Err() error                  { return nil }
 func (c *detachedCtx) Value(key any) any           { return c.parent.Value(key) }
 
-// boundHeaders bounds the wait for the upstream's headers of a request
-// with a body to timeout from now, cancelling the upstream request with
-// errHeaderTimeout past it. The transport's ResponseHeaderTimeout starts
-// only once the body is written, and an upstream that stops reading it
-// (overloaded, its receive window at 0) would hold the request, its
-// permits and its goroutine with nothing to end them: not even the
-// client's leaving, which net/http does not see before the body is read.
-// A request without a body needs none: its headers fit in the socket's
-// buffer.
-func (st *reqState) boundHeaders(r *http.Request, timeout time.Duration, cancel context.CancelCauseFunc) {
-	if r.ContentLength != 0 {
-		st.headers = time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
-	}
-}
-
-// stopHeaders stops boundHeaders' timer: the headers came, or the request
-// ended.
-func (st *reqState) stopHeaders() {
-	if st.headers != nil {
-		st.headers.Stop()
-	}
-}
-
 // boundUpload is the handler between a route's limits and its
 // ReverseProxy on the routes with a policy that do not wait
 // (on_client_gone: cancel, or token buckets only): boundHeaders alone.
@@ -166,9 +145,10 @@ func (h boundUpload) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	up, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	st.boundHeaders(r, h.timeout, cancel)
+	out := r.WithContext(up)
+	st.boundHeaders(out, h.timeout, cancel)
 	defer st.stopHeaders()
-	h.next.ServeHTTP(w, r.WithContext(up))
+	h.next.ServeHTTP(w, out)
 }
 
 // upstreamAnswered is the ReverseProxy's ModifyResponse: it ends a request

@@ -74,6 +74,12 @@ policies:
 	if code := <-done; code != 0 && code != http.StatusGatewayTimeout {
 		t.Errorf("status %d, want 504 (or the connection closed)", code)
 	}
+	// The proxy was waiting on the upstream, not on the client, whose
+	// body was there to read: the upstream's overload (upload.go).
+	rt := p.s.cur.Load().routes[0]
+	if !waitFor(10*time.Second, func() bool { return rt.limit.Stats().Dropped == 1 }) {
+		t.Errorf("outcomes %+v, want 1 dropped", rt.limit.Stats())
+	}
 }
 
 // gateGauge holds an Inc until release, to order the client's leaving

@@ -21,6 +21,8 @@ import (
 //   - an upstream answer of 5xx (502 when the upstream could not be reached,
 //     504 when its headers did not come within the route's timeout) is
 //     Dropped: the upstream is overloaded or failing;
+//   - a request whose client did not send its body in time (408), or broke
+//     it off, is Ignore: the client was the slow party (upload.go);
 //   - a client that went away before the answer: with on_client_gone:
 //     wait (the default), the upstream's answer, which the proxy waits for
 //     (gone.go); with cancel, Ignore (httplimit sees the request's context
@@ -63,12 +65,18 @@ type reqState struct {
 	// otherwise): where the request is (upWaiting...), its route's gauge
 	// of abandoned requests, and the upstream's answer to a client that
 	// had gone (its status, or 502 or 504 when it did not answer; 0:
-	// none), set and read on the request's goroutine, as is headers.
+	// none), set and read on the request's goroutine, as is clientFault.
 	up         atomic.Int32
 	abandoned  prometheus.Gauge
 	goneStatus int
-	headers    *time.Timer // ends the wait for the headers of a request with a body
 	detached   detachedCtx // the upstream context's parent (gone.go)
+
+	// The body of a request with one, watched, with the bound on the
+	// wait for the headers (upload.go); nil: none. clientFault: the
+	// client's upload failed (too slow, broken off), which says nothing
+	// about the upstream: outcome Ignore.
+	upload      *upload
+	clientFault bool
 
 	mu      sync.Mutex
 	long    atomic.Bool      // long-lived: outcome Ignore; set under mu
@@ -138,7 +146,9 @@ func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duratio
 	st.mu.Lock()
 	p, second := st.take(token)
 	switch {
-	case st.long.Load():
+	case st.long.Load(), st.clientFault:
+		// clientFault: even a client that left after the adaptive
+		// timeout (goneOutcome) was not waiting on the upstream.
 		o = sluice.Ignore
 	case o == sluice.Dropped && st.clientDeadlinePassed():
 		// httplimit took the client's deadline for the upstream's.
@@ -224,7 +234,7 @@ func (st *reqState) isLong() bool { return st.long.Load() }
 
 // outcome is httplimit's Config.Outcome.
 func outcome(r *http.Request, status int) sluice.Outcome {
-	if st := stateFrom(r.Context()); st != nil && st.isLong() {
+	if st := stateFrom(r.Context()); st != nil && (st.isLong() || st.clientFault) {
 		return sluice.Ignore
 	}
 	return statusOutcome(status)

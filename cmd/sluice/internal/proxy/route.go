@@ -177,17 +177,32 @@ func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 // upstreamError answers a request the upstream did not: 504 when its
 // headers did not come in time, 502 otherwise. Both are Dropped (see
 // outcome). A client that went away gets nothing: nobody reads it, and
-// httplimit counts its request as Ignore.
+// httplimit counts its request as Ignore. A client whose upload failed
+// gets 408 or 400, Ignore (upload.go).
 func upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, errClientGone) {
 		return // the upstream answered; its status is the outcome
+	}
+	st := stateFrom(r.Context())
+	if st != nil {
+		if uerr := st.uploadFailed(); uerr != nil {
+			// The client's upload failed, not the upstream: no 504 or
+			// 502, no overload signal (upload.go).
+			st.clientFault = true
+			// A read that timed out ended the client's context as
+			// net/http ends it for a client that left: answer it.
+			if code, msg := uploadStatus(uerr); code == http.StatusRequestTimeout || !st.clientGone() {
+				http.Error(w, msg, code)
+			}
+			return
+		}
 	}
 	code, msg := http.StatusBadGateway, "upstream unavailable"
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		code, msg = http.StatusGatewayTimeout, "upstream timed out"
 	}
-	if st := stateFrom(r.Context()); st != nil {
+	if st != nil {
 		// Its context may have ended with the client's deadline
 		// (deadline_header) while the client still waits: answer it.
 		if st.clientGone() {
