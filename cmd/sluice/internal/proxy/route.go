@@ -324,7 +324,7 @@ func checkRouteHost(h string) error {
 }
 
 // statusClientGone is the metrics' and the access log's code of a request
-// whose client went away before anything was written to it (nginx's 499).
+// whose client went away before its answer was written (nginx's 499).
 const statusClientGone = 499
 
 // serve proxies r through the route, recording what happened.
@@ -347,18 +347,35 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logg
 		}
 		r = r.WithContext(ctx)
 	}
+	// Recorded in a defer: ReverseProxy panics with http.ErrAbortHandler
+	// when the copy of a body fails part-way (the client or the upstream
+	// went away), for net/http to close the connection, and that request
+	// must be counted and logged all the same. The panic goes on.
+	broke := true
+	defer func() { rt.record(r, st, access, client, broke) }()
 	rt.handler.ServeHTTP(st, r)
+	broke = false
+}
+
+// record counts the request in the route's metrics and writes its access
+// log line. broke: the handler did not return (a panic), so the answer,
+// if begun, was cut off: recorded as 499 if the client went away, else as
+// 502, the upstream's doing, whatever status line had gone out.
+func (rt *route) record(r *http.Request, st *reqState, access *slog.Logger, client context.Context, broke bool) {
 	dur := time.Since(st.start)
 	status := st.status
-	if status == 0 {
-		switch {
-		case st.isLong():
-			status = http.StatusSwitchingProtocols // hijacked
-		case client.Err() != nil:
-			status = statusClientGone
-		default:
-			status = http.StatusOK // nothing written: what net/http sends
-		}
+	switch {
+	case broke && client.Err() != nil:
+		status = statusClientGone
+	case broke:
+		status = http.StatusBadGateway
+	case status != 0:
+	case st.isLong():
+		status = http.StatusSwitchingProtocols // hijacked
+	case client.Err() != nil:
+		status = statusClientGone
+	default:
+		status = http.StatusOK // nothing written: what net/http sends
 	}
 	rt.metrics.observe(status, dur)
 	if access != nil {
