@@ -183,6 +183,33 @@ func TestWatchReloadsChangedFile(t *testing.T) {
 	}
 }
 
+// A reload that changes reload.poll applies it, as it applies the rest of
+// the file: from 0s (Watch waiting) or from an hour to 100ms, the next
+// change of the file is reloaded by the poller.
+func TestWatchAppliesChangedPoll(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	config := func(poll, route string) string {
+		return "reload: {poll: " + poll + "}\nroutes:\n  - {name: " + route + ", upstream: UPSTREAM}\n"
+	}
+	for _, from := range []string{"0s", "1h"} {
+		t.Run("from="+from, func(t *testing.T) {
+			p := start(t, config(from, "a"), up)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); p.s.Watch(ctx) }()
+			defer func() { cancel(); <-done }()
+			writeConfig(t, p.path, config("100ms", "bb"), up)
+			if err := p.s.Reload(); err != nil { // SIGHUP
+				t.Fatal(err)
+			}
+			writeConfig(t, p.path, config("100ms", "ccc"), up)
+			if !waitFor(10*time.Second, func() bool { return p.s.Config().Routes[0].Name == "ccc" }) {
+				t.Errorf("reload.poll changed from %s to 100ms by a reload: the file changed since was not reloaded within 10 s", from)
+			}
+		})
+	}
+}
+
 // metric scrapes the admin API, parses the exposition with the Prometheus
 // libraries and returns the value of name (with label=value, if given).
 func metric(t *testing.T, p *running, name, label, value string) float64 {

@@ -160,6 +160,8 @@ type Server struct {
 	maxConns   int // server.max_connections at New: Serve's listener's cap
 	draining   atomic.Bool
 	transports transports
+	// pollChanged wakes Watch when a reload changed reload.poll.
+	pollChanged chan struct{}
 }
 
 // New loads the config file at path and builds the proxy. log receives the
@@ -174,7 +176,7 @@ func New(path string, log *slog.Logger) (*Server, error) {
 		log = NewLogger(os.Stderr, cfg.Log)
 	}
 	setRedisLog(log)
-	s := &Server{path: path, log: log, loaded: time.Now()}
+	s := &Server{path: path, log: log, loaded: time.Now(), pollChanged: make(chan struct{}, 1)}
 	if statErr == nil {
 		s.modTime, s.size = fi.ModTime(), fi.Size()
 	}
@@ -281,6 +283,12 @@ func (s *Server) reloadLocked() error {
 		s.log.Warn("listen, admin.listen, server and log take effect at the next start, not at a reload")
 	}
 	s.cur.Store(st)
+	if cfg.Reload.Poll != old.cfg.Reload.Poll {
+		select {
+		case s.pollChanged <- struct{}{}:
+		default: // Watch has yet to see the last change; it reads the new value
+		}
+	}
 	s.retire(old, st)
 	for _, rt := range old.routes {
 		if !st.hasRoute(rt.name) {
@@ -329,19 +337,42 @@ func (s *Server) retire(old, cur *state) {
 }
 
 // Watch polls the config file's modification time and size every
-// reload.poll and reloads when they change, until ctx ends.
+// reload.poll and reloads when they change, until ctx ends. Like the rest
+// of the file, reload.poll applies on reload: a SIGHUP that sets it
+// starts the polling (Watch waits for one while it is 0s), changes its
+// period or stops it. One Watch at a time.
 func (s *Server) Watch(ctx context.Context) {
-	poll := s.Config().Reload.Poll
-	if poll <= 0 {
-		return
-	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
+	var (
+		poll time.Duration
+		t    *time.Ticker
+		tick <-chan time.Time // nil while poll is 0: never
+	)
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
+		if p := s.Config().Reload.Poll; p != poll {
+			poll = p
+			switch {
+			case p <= 0:
+				t.Stop() // p differs from poll, which was > 0: t exists
+				tick = nil
+			case t == nil:
+				t = time.NewTicker(p)
+				tick = t.C
+			default:
+				t.Reset(p)
+				tick = t.C
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-s.pollChanged:
+			continue
+		case <-tick:
 		}
 		fi, err := os.Stat(s.path)
 		if err != nil {
