@@ -153,6 +153,9 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// maxLimitBody bounds the body of PUT /limits/NAME, a few fields.
+const maxLimitBody = 1 << 16
+
 // limitChange is the body of PUT /limits/NAME: the fields to change.
 type limitChange struct {
 	// Limit is the concurrency limit. With an adaptive algorithm it is
@@ -173,8 +176,15 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 	// The body is read before mu is taken: a client that sends it slowly,
 	// or never, would otherwise hold up reloads, GET /config and Shutdown
 	// for as long as it likes.
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLimitBody))
 	if err != nil {
+		// Past the bound the body is refused, not cut: what follows the
+		// cut could be the rest of the change, or garbage.
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body", fmt.Sprintf("body: more than %d bytes", maxLimitBody))
+			return
+		}
 		writeError(w, http.StatusBadRequest, "body", "body: "+err.Error())
 		return
 	}

@@ -89,6 +89,11 @@ func TestAdminLimits(t *testing.T) {
 		// One object: what follows it must not leave the first applied.
 		{"two values", "/limits/api", `{"limit": 7} {"limit": "oops"}`, 400, "body"},
 		{"trailing garbage", "/limits/api", `{"limit": 7} garbage`, 400, "body"},
+		// Refused whole, not cut at 64 KiB: what follows the cut
+		// must not be let through unread.
+		{"over 64 KiB", "/limits/api", `{"limit": 7}` + strings.Repeat(" ", 1<<16) + `{"limit": 1}`, 413, "body"},
+		// 64 KiB is fine (and sets the limit it has).
+		{"64 KiB", "/limits/api", `{"limit": 8}` + strings.Repeat(" ", 1<<16-len(`{"limit": 8}`)), 200, ""},
 	} {
 		code, out := put(t, p.admin+tc.path, tc.body)
 		if code != tc.code || (tc.field != "" && out["field"] != tc.field) {
