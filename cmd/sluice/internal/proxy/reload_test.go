@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -249,4 +250,38 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// A config whose build fails leaves no series of the routes it had built
+// so far: /metrics shows the routes that serve.
+func TestRefusedBuildLeavesNoSeries(t *testing.T) {
+	cfg, err := ParseConfig("f.yaml", []byte(`
+routes:
+  - {name: new, path_prefix: /new, upstream: "http://127.0.0.1:1"}
+  - {name: bad, upstream: "http://127.0.0.1:1", policy: q}
+policies:
+  - {name: q, rate: {rate: 1, burst: 1}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A name validation refuses, given after it, so that the build
+	// fails, at the second route (httplimit refuses a quote in the
+	// RateLimit-Policy name), once the first is built.
+	cfg.Policies[0].Name, cfg.Routes[1].Policy = `q"`, `q"`
+	m := newMetrics(func() *state { return nil })
+	if _, err := build(cfg, nil, &transports{}, m, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("the build did not fail")
+	}
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, s := range f.GetMetric() {
+			if hasLabel(s, "route", "new") {
+				t.Errorf("%s{route=\"new\"} after a refused build", f.GetName())
+			}
+		}
+	}
 }

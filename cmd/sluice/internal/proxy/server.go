@@ -93,10 +93,16 @@ func build(cfg *Config, old *state, ts *transports, m *metrics, log *slog.Logger
 		if err != nil {
 			return nil, err
 		}
-		if m != nil {
-			rt.metrics = m.forRoute(rt.name)
-		}
 		st.routes = append(st.routes, rt)
+	}
+	if m != nil {
+		// Only now that nothing can fail: a refused config must not leave
+		// series of routes that never served in /metrics.
+		for _, rt := range st.routes {
+			if rt.metrics == nil { // new; a kept route has its series
+				rt.metrics = m.forRoute(rt.name)
+			}
+		}
 	}
 	sortRoutes(st.routes)
 	ok = true
