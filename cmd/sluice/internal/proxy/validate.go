@@ -178,8 +178,8 @@ func (c *Config) validatePolicy(p *Policy, at string, stores map[string]int) err
 		// client's key, under redisstore.MaxKeyLen.
 		return c.errAt(at+".name", "%d bytes long: at most %d", len(p.Name), maxPolicyName)
 	}
-	if strings.ContainsAny(p.Name, "/ ") {
-		return c.errAt(at+".name", "%q: no slashes or spaces (it is a path in the admin API)", p.Name)
+	if err := checkPolicyName(p.Name); err != nil {
+		return c.errAt(at+".name", "%v", err)
 	}
 	if p.Rate == nil && p.Concurrency == nil && p.PerKeyConcurrency == nil {
 		return c.errAt(at, "sets no limit: give it rate, concurrency or per_key_concurrency")
@@ -273,6 +273,21 @@ func (p *Policy) adaptive() *AdaptiveSpec {
 		return nil
 	}
 	return p.Concurrency.Adaptive
+}
+
+// checkPolicyName refuses a policy name that a route naming the policy
+// could not be built with, so that the error is at the name and not at
+// every routes[].policy: the name is a path segment in the admin API
+// (PUT /limits/NAME) and a quoted string in the RateLimit-Policy field,
+// which holds printable ASCII without quotes or backslashes (httplimit
+// refuses anything else).
+func checkPolicyName(n string) error {
+	for i := 0; i < len(n); i++ {
+		if c := n[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' || c == '/' {
+			return fmt.Errorf("%q: printable ASCII without spaces, slashes, quotes or backslashes (it is a path in the admin API and a quoted name in the RateLimit-Policy field)", n)
+		}
+	}
+	return nil
 }
 
 func checkAddr(a string) error {

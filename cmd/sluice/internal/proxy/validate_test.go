@@ -72,3 +72,31 @@ func TestReloadPollBounded(t *testing.T) {
 		}
 	}
 }
+
+// A policy name a route could not be built with is refused at the name,
+// not later at each routes[].policy that names it: printable ASCII
+// without spaces, slashes, quotes or backslashes (an admin API path, a
+// quoted string in the RateLimit-Policy field).
+func TestPolicyNameChecked(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`'caf"e'`, `f.yaml:3: policies[0].name: "caf\"e": printable ASCII`},
+		{`'café'`, `f.yaml:3: policies[0].name: "café": printable ASCII`},
+		{`'a\b'`, `f.yaml:3: policies[0].name: "a\\b": printable ASCII`},
+		{`a/b`, `f.yaml:3: policies[0].name: "a/b": printable ASCII`},
+		{`a b`, `f.yaml:3: policies[0].name: "a b": printable ASCII`},
+		{`"a\tb"`, `f.yaml:3: policies[0].name: "a\tb": printable ASCII`},
+		{`api-v2_x.y:z~`, ""},
+	} {
+		text := "routes: [{name: a, upstream: \"http://127.0.0.1:1\", policy: " + tc.yaml + "}]\npolicies:\n  - name: " + tc.yaml + "\n    rate: {rate: 1, burst: 1}\n"
+		err := checkText(text)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.yaml, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, yamlfile.ErrInvalid) {
+			t.Errorf("%s: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
