@@ -13,9 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 const adminConfig = `
@@ -169,16 +166,7 @@ func TestDashboardMetricsExist(t *testing.T) {
 	p := start(t, adminConfig, up)
 	c := client(t)
 	get(t, c, newReq(t, "GET", p.url+"/keyed"))
-	resp, err := http.Get(p.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := scrape(t, p)
 	names := regexp.MustCompile(`\b(?:sluice|go)_[a-z_]+`)
 	for _, f := range []string{"../../../../docs/grafana/sluice-proxy.json", "../../../../docs/prometheus/prometheus.yml"} {
 		b, err := os.ReadFile(f)

@@ -11,9 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // lockedBuffer is a log's destination, read while the proxy writes it.
@@ -37,16 +34,7 @@ func (l *lockedBuffer) String() string {
 // answered is sluice_proxy_requests_total{route, code}, 0 if absent.
 func answered(t *testing.T, p *running, route, code string) float64 {
 	t.Helper()
-	resp, err := http.Get(p.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := scrape(t, p)
 	for _, m := range fams["sluice_proxy_requests_total"].GetMetric() {
 		if hasLabel(m, "route", route) && hasLabel(m, "code", code) {
 			return m.Counter.GetValue()

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // Two configs that differ in one policy's limit; the other policy, a token
@@ -215,16 +213,7 @@ func TestWatchAppliesChangedPoll(t *testing.T) {
 // libraries and returns the value of name (with label=value, if given).
 func metric(t *testing.T, p *running, name, label, value string) float64 {
 	t.Helper()
-	resp, err := http.Get(p.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := scrape(t, p)
 	f := fams[name]
 	if f == nil {
 		t.Fatalf("no metric %s", name)
