@@ -347,7 +347,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if measured && f.within > 0 && sw.status/100 == 2 && took <= f.within {
 		f.okWithin.Add(1)
 	}
-	if sw.rejected {
+	if measured && sw.rejected {
 		f.mu.Lock()
 		_ = f.rejections.RecordValue(max(took.Microseconds(), 1))
 		f.mu.Unlock()

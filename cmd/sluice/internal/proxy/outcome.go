@@ -56,6 +56,9 @@ type reqState struct {
 	ctx         context.Context // the request's, to tell a departed client
 	status      int
 	bytes       int64
+	// writeFailed: a write to the client failed, so the client went away
+	// (its context may not say so yet when the copy aborts; see record).
+	writeFailed bool
 
 	// The request's context with the deadline an untrusted client sent
 	// (deadline.go), whose expiry is no overload signal; nil: none.
@@ -316,6 +319,9 @@ func (st *reqState) Write(b []byte) (int, error) {
 	st.checkLong()
 	n, err := st.w.Write(b)
 	st.bytes += int64(n)
+	if err != nil {
+		st.writeFailed = true
+	}
 	return n, err
 }
 

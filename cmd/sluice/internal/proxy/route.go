@@ -359,13 +359,15 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logg
 
 // record counts the request in the route's metrics and writes its access
 // log line. broke: the handler did not return (a panic), so the answer,
-// if begun, was cut off: recorded as 499 if the client went away, else as
-// 502, the upstream's doing, whatever status line had gone out.
+// if begun, was cut off: recorded as 499 if the client went away (its
+// context says so, or a write to it failed: ReverseProxy aborts on either
+// side's failure, and net/http may not have cancelled the context yet),
+// else as 502, the upstream's doing, whatever status line had gone out.
 func (rt *route) record(r *http.Request, st *reqState, access *slog.Logger, client context.Context, broke bool) {
 	dur := time.Since(st.start)
 	status := st.status
 	switch {
-	case broke && client.Err() != nil:
+	case broke && (client.Err() != nil || st.writeFailed):
 		status = statusClientGone
 	case broke:
 		status = http.StatusBadGateway
