@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/timescale"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -312,9 +313,9 @@ func (c Config) scaled() (Config, error) {
 	}
 	var err error
 	d := func(field string, x time.Duration) time.Duration {
-		v, ok := scale(x, f)
+		v, ok := timescale.Scale(x, f)
 		if !ok && err == nil {
-			err = sluice.NewConfigError("load", field, x, tooLong(f))
+			err = sluice.NewConfigError("load", field, x, timescale.TooLong(f))
 		}
 		return v
 	}
@@ -327,24 +328,4 @@ func (c Config) scaled() (Config, error) {
 	}
 	c.Bursts.At, c.Bursts.Every = d("load.bursts.at", c.Bursts.At), d("load.bursts.every", c.Bursts.Every)
 	return c, err
-}
-
-// scale multiplies d by f; ok is false when the product does not fit in a
-// time.Duration. Converting a float64 beyond its range to an integer gives
-// an arbitrary value (a negative one on amd64): a Timeout scaled that way
-// was silently off, and a step or a burst came at once.
-func scale(d time.Duration, f float64) (_ time.Duration, ok bool) {
-	v := float64(d) * f
-	// float64(math.MaxInt64) rounds up to 2^63, which does not fit;
-	// -2^63 does.
-	if !(v >= math.MinInt64 && v < math.MaxInt64) {
-		return 0, false
-	}
-	return time.Duration(v), true
-}
-
-// tooLong is the complaint about a duration that timescale f scales past
-// what a time.Duration holds.
-func tooLong(f float64) string {
-	return fmt.Sprintf("times timescale %v must fit in a time.Duration (at most %v)", f, time.Duration(math.MaxInt64))
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/timescale"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -76,28 +77,22 @@ func (c Config) validate() (Config, error) {
 			}
 		}
 		last = ch.At
-		at, ok := scale(ch.At, c.TimeScale)
+		at, ok := timescale.Scale(ch.At, c.TimeScale)
 		if !ok {
-			return bad(f+".at", ch.At, tooLong(c.TimeScale))
+			return bad(f+".at", ch.At, timescale.TooLong(c.TimeScale))
 		}
 		ch.At = at
 		ch.Service = scaleDist(ch.Service, c.TimeScale)
 		changes[i] = ch
 	}
-	timeout, ok := scale(c.Timeout, c.TimeScale)
+	timeout, ok := timescale.Scale(c.Timeout, c.TimeScale)
 	if !ok {
-		return bad("origin.timeout", c.Timeout, tooLong(c.TimeScale))
+		return bad("origin.timeout", c.Timeout, timescale.TooLong(c.TimeScale))
 	}
 	c.Changes = changes
 	c.Timeout = timeout
 	c.Service = scaleDist(c.Service, c.TimeScale)
 	return c, nil
-}
-
-// tooLong is the complaint about a duration that timescale f scales past
-// what a time.Duration holds.
-func tooLong(f float64) string {
-	return fmt.Sprintf("times timescale %v must be at most %v", f, time.Duration(math.MaxInt64))
 }
 
 // maxWorkers bounds the goroutines a typo could ask to hold at once.
@@ -133,26 +128,13 @@ func checkDist(f string, d sim.Dist) error {
 	return nil
 }
 
-// scale multiplies d by f; ok is false when the product does not fit in a
-// time.Duration. Converting a float64 beyond its range to an integer gives
-// an arbitrary value (a negative one on amd64): a timeout scaled that way
-// was silently disabled, and a change fired at once.
-func scale(d time.Duration, f float64) (_ time.Duration, ok bool) {
-	v := float64(d) * f
-	// float64(math.MaxInt64) rounds up to 2^63, which does not fit.
-	if !(v < float64(math.MaxInt64)) {
-		return 0, false
-	}
-	return time.Duration(v), true
-}
-
 // scaleDist scales d's service times by f. They cannot overflow: checkDist
 // bounds them to 24h, and validate f to 1000.
 func scaleDist(d sim.Dist, f float64) sim.Dist {
-	mean, _ := scale(d.Mean, f)
+	mean, _ := timescale.Scale(d.Mean, f)
 	d.Mean = max(mean, 1)
 	if d.Tail != 0 {
-		tail, _ := scale(d.Tail, f)
+		tail, _ := timescale.Scale(d.Tail, f)
 		d.Tail = max(tail, 1)
 	}
 	return d
