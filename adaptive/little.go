@@ -82,10 +82,10 @@ type LittleConfig struct {
 // service (see checkCut), as the queue the growth let in is still at the
 // service. After the first (or from the first, with the in flight below
 // knownAt by more than Headroom), such a window closes as soon as 64
-// successes show it (see held). Such a window comes now and then from a
-// limit at the service's concurrency, whose latency reads low by the
-// noise: one step of (1 + Headroom) from there is where the limit aims
-// anyway, and knownAt bounds it. Without a queue, Waiting is 0 and only
+// successes show it, or its last 64 alone do (see held). Such a window
+// comes now and then from a limit at the service's concurrency, whose
+// latency reads low by the noise: one step of (1 + Headroom) from there
+// is where the limit aims anyway, and knownAt bounds it. Without a queue, Waiting is 0 and only
 // the latency counts.
 //
 // An unused limit (in flight never reached it) does not grow, and the
@@ -256,13 +256,11 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	switch {
 	case s.Outcome == sluice.Dropped:
 		w.drops++
+		w.tail.drops++
 	case s.Latency > 0:
 		r, c := float64(s.Latency), float64(s.InFlight)
-		w.lat.add(r)
-		w.inFlight += c
-		if s.Waiting > 0 {
-			w.waited++
-		}
+		w.add(r, c, s.Waiting > 0)
+		w.tail.add(r, c, s.Waiting > 0)
 		switch {
 		case c <= l.knownAt/2:
 			w.known.add(r)
@@ -306,6 +304,14 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 // instead of 1.18, and when the workers return the limit grows a window
 // sooner (264 rejections over TestAdaptiveBars' five seeds instead of
 // 481, counted when turned away; 95 of requests sent after the return).
+//
+// A window that began before the change mixes the latency of both sides
+// (the queue the lost workers left, then none), and such a window waits
+// to be firm, 170 successes of a lognormal service, while the limit's
+// queue overflows. So each block of 64 successes in the window is also
+// judged alone, and one that shows the limit holding demand back becomes
+// the window, the samples before it dropped: workers-lost's rejections of
+// requests sent after the return went from 95 to 62.
 func (l *Little) held(now time.Time) bool {
 	w := &l.win
 	if l.noLoad == 0 || l.probeFrom > 0 || l.cutFrom > 0 || w.lat.n < littleWindowMin || now.Sub(w.start) < w.length {
@@ -314,7 +320,20 @@ func (l *Little) held(now time.Time) bool {
 	if l.rush == 0 && w.inFlight/w.lat.n >= l.knownAt/(1+l.headroom) {
 		return false
 	}
-	return l.heldBack()
+	if l.heldBack(w.littleBlock) {
+		return true
+	}
+	// Its latest block alone (the first block is the window itself).
+	t := w.tail
+	if t.lat.n < littleWindowMin {
+		return false
+	}
+	w.tail = littleBlock{}
+	if t.lat.n == w.lat.n || !l.heldBack(t) {
+		return false
+	}
+	w.littleBlock = t
+	return true
 }
 
 // heldBack reports whether the window so far shows the limit, not the
@@ -322,10 +341,9 @@ func (l *Little) held(now time.Time) bool {
 // requests waiting for a permit, with fewer in flight than knownAt, and
 // they ran at noLoad (below (1 + Headroom/2) × noLoad by a standard
 // error).
-func (l *Little) heldBack() bool {
-	w := &l.win
-	return w.waited > littleWaited*w.lat.n && w.inFlight/w.lat.n < l.knownAt &&
-		w.lat.mean()+w.lat.se() < l.noLoad*(1+l.headroom/2)
+func (l *Little) heldBack(b littleBlock) bool {
+	return b.waited > littleWaited*b.lat.n && b.inFlight/b.lat.n < l.knownAt &&
+		b.lat.mean()+b.lat.se() < l.noLoad*(1+l.headroom/2)
 }
 
 // close acts on the window that just closed.
@@ -415,7 +433,7 @@ func (l *Little) close(now time.Time) {
 		f = inFlight * f / l.limit
 	}
 	l.rushed = max(l.rushed-1, 0)
-	if l.heldBack() {
+	if l.heldBack(w.littleBlock) {
 		// Requests waited for a permit, with fewer in flight than the
 		// service is known to run at noLoad, and the admitted ones ran
 		// at noLoad: the limit, not the service, held them back. From

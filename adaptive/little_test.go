@@ -197,3 +197,35 @@ func TestLittleFirstEstimateWaitsForASlowMode(t *testing.T) {
 		t.Errorf("first no-load estimate %v, want the service's mean (about 19 ms), not its fast mode's 10 ms", got)
 	}
 }
+
+// Workers return to a service whose limit was cut for losing them: the
+// requests that wait for a permit now run at noLoad, but the window open
+// at the return began with the queue the lost workers left. Its mean
+// mixes the two and does not show the limit holding demand back, and a
+// noisy service's window waits for 120 successes to be firm while the
+// limit's queue overflows. The first block of 64 successes after the
+// return shows it alone, and grows the limit there.
+func TestLittleGrowsFromTheBlockAfterTheWorkersReturn(t *testing.T) {
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLoad := 20 * time.Millisecond
+	l.noLoad, l.last, l.knownAt, l.limit = float64(noLoad), float64(noLoad), 17.6, 12
+	now := epoch
+	// Latencies alternate either side of their mean: by 55% at noLoad,
+	// where 64 of them read below (1 + Headroom/2) × noLoad by a standard
+	// error, and by 80% with the queue.
+	feed := func(mean time.Duration, spread float64, n int) {
+		for i := range n {
+			lat := time.Duration(float64(mean) * (1 + spread*float64(1-2*(i%2))))
+			now = now.Add(mean / 12)
+			l.Observe(now, Sample{Latency: lat, InFlight: 12, Waiting: 30, Outcome: sluice.Success})
+		}
+	}
+	feed(noLoad*5/4, 0.8, 64) // the lost workers' queue
+	feed(noLoad, 0.55, 64)    // they are back
+	if got := l.Limit(); got < 13 {
+		t.Errorf("limit %d after 64 successes at noLoad with requests waiting, want grown from 12 by 1 + Headroom", got)
+	}
+}

@@ -7,15 +7,31 @@ import (
 
 // littleWindow gathers one window of a Little limit.
 type littleWindow struct {
-	start       time.Time // zero before the first sample
-	length      time.Duration
-	lat         stat    // the successes' latencies, ns
-	known       stat    // those that started at <= knownAt/2 in flight
-	inFlight    float64 // sum of the successes' InFlight
-	waited      float64 // successes released with requests waiting
+	start  time.Time // zero before the first sample
+	length time.Duration
+	littleBlock
+	known       stat // successes that started at <= knownAt/2 in flight
 	maxInFlight int
-	drops       float64
 	constant    bool // see Little.constant
+	// tail is the window's samples since its last block of
+	// littleWindowMin successes (see Little.held).
+	tail littleBlock
+}
+
+// littleBlock sums a run of samples: what the held-back test reads.
+type littleBlock struct {
+	lat      stat    // the successes' latencies, ns
+	inFlight float64 // sum of the successes' InFlight
+	waited   float64 // successes released with requests waiting
+	drops    float64
+}
+
+func (b *littleBlock) add(r, c float64, waited bool) {
+	b.lat.add(r)
+	b.inFlight += c
+	if waited {
+		b.waited++
+	}
 }
 
 // Sample counts. A window closes after one mean latency once its mean is

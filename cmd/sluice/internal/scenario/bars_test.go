@@ -422,8 +422,8 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.rejectsLearn > 0 {
 			t.Errorf("%s: little rejected %d requests sent while learning, in phases offered at most 0.8 × capacity, want 0", name, little.rejectsLearn)
 		}
-		if little.rejectsAfter > 25*int64(len(barSeeds)) {
-			t.Errorf("%s: little rejected %d requests sent after a change, in phases offered at most 0.8 × capacity, want <= %d (25 a seed)", name, little.rejectsAfter, 25*len(barSeeds))
+		if little.rejectsAfter > 15*int64(len(barSeeds)) {
+			t.Errorf("%s: little rejected %d requests sent after a change, in phases offered at most 0.8 × capacity, want <= %d (15 a seed)", name, little.rejectsAfter, 15*len(barSeeds))
 		}
 	}
 }
