@@ -70,7 +70,7 @@ func demo(ctx context.Context, o options, s *server, out io.Writer) error {
 	for gi, g := range groups {
 		g.byStatus = map[int]int{}
 		for c := range g.clients {
-			ip := fmt.Sprintf("198.51.%d.%d", 100+gi, c+1)
+			ip := fmt.Sprintf("198.51.%d.%d", 100+gi, c+1) // an address while c < maxCrowd
 			wg.Go(func() { drive(loadCtx, client, url, ip, g, &wg) })
 		}
 	}

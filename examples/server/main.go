@@ -67,11 +67,19 @@ type options struct {
 // above made that interval 0, which panicked.
 const maxRate = 1e6
 
+// maxCrowd bounds -crowd. Each crowd client is a goroutine, and -crowd
+// 100000000 ran a 1s demo for over a minute on its way to exhausting
+// memory; and each is named by its own address in 198.51.101.0/24 (see
+// demo), so past 255 the names are not addresses and the server keys those
+// clients by the load generator's own: they share one bucket and the polite
+// crowd gets 429s.
+const maxCrowd = 255
+
 // parse reads the flags. Every value it accepts is one the server and the
-// demo can run: besides maxRate, -burst over -rate (the time a client's
-// bucket takes to refill, which sets the advertised window and, in the demo,
-// the crowd's interval) is bounded by rate.MaxFill, so neither overflows a
-// time.Duration.
+// demo can run: besides maxRate and maxCrowd, -burst over -rate (the time a
+// client's bucket takes to refill, which sets the advertised window and, in
+// the demo, the crowd's interval) is bounded by rate.MaxFill, so neither
+// overflows a time.Duration.
 func parse(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
@@ -84,7 +92,7 @@ func parse(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.trusted, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
 	fs.BoolVar(&o.demo, "demo", false, "serve on loopback, drive the server with demo clients, print a summary and exit")
 	fs.DurationVar(&o.duration, "duration", 6*time.Second, "how long the demo load runs (the adaptive limit needs a few seconds to settle)")
-	fs.IntVar(&o.crowd, "crowd", 30, "polite clients in the demo, each at half its share")
+	fs.IntVar(&o.crowd, "crowd", 30, "polite clients in the demo, each at half its share, at most 255")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -103,8 +111,8 @@ func parse(args []string, out io.Writer) (options, error) {
 		return o, fmt.Errorf("-work must be positive, got %v", o.work)
 	case o.duration <= 0:
 		return o, fmt.Errorf("-duration must be positive, got %v", o.duration)
-	case o.crowd < 0:
-		return o, fmt.Errorf("-crowd must not be negative, got %d", o.crowd)
+	case o.crowd < 0 || o.crowd > maxCrowd:
+		return o, fmt.Errorf("-crowd must be in [0, %d], got %d", maxCrowd, o.crowd)
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}

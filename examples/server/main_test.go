@@ -24,17 +24,7 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
-	counts := map[string][6]int{}
-	requests := -1 // as the middleware counted them
-	for _, line := range strings.Split(out.String(), "\n") {
-		var name string
-		var c [6]int
-		if _, err := fmt.Sscanf(strings.TrimSpace(line), "%s sent=%d ok=%d 429=%d 503=%d other=%d errors=%d",
-			&name, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5]); err == nil {
-			counts[name] = c
-		}
-		fmt.Sscanf(line, "middleware: requests=%d", &requests)
-	}
+	counts, requests := summary(out.String())
 	greedy, crowd := counts["greedy"], counts["crowd"]
 	if greedy[0] == 0 || crowd[0] == 0 {
 		t.Fatalf("no summary lines for both groups in:\n%s", out.String())
@@ -60,6 +50,49 @@ func TestDemo(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "second half p50=") {
 		t.Error("no backend summary")
+	}
+}
+
+// summary reads the demo's summary: each group's sent, ok, 429, 503, other
+// and errors, and the requests the middleware counted (-1 if none).
+func summary(out string) (counts map[string][6]int, requests int) {
+	counts, requests = map[string][6]int{}, -1
+	for _, line := range strings.Split(out, "\n") {
+		var name string
+		var c [6]int
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "%s sent=%d ok=%d 429=%d 503=%d other=%d errors=%d",
+			&name, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5]); err == nil {
+			counts[name] = c
+		}
+		fmt.Sscanf(line, "middleware: requests=%d", &requests)
+	}
+	return counts, requests
+}
+
+// TestCrowdBounds: -crowd is bounded, with an error that names the flag and
+// the range. Each crowd client starts a goroutine, so -crowd 100000000 ran a
+// 1s demo for over a minute, growing toward the memory limit; and each is
+// named by its own address in 198.51.101.0/24, so past 255 the names are
+// not addresses and the server keys those clients by the load generator's
+// own address: -crowd 300 gave the polite crowd 103 429s. At the bound,
+// every crowd client is its own: none gets a 429.
+func TestCrowdBounds(t *testing.T) {
+	for _, n := range []string{"-1", "256", "100000000"} {
+		want := "-crowd must be in [0, 255], got " + n
+		if _, err := parse([]string{"-crowd", n}, io.Discard); err == nil || err.Error() != want {
+			t.Errorf("parse(-crowd %s) = %v, want %q", n, err, want)
+		}
+	}
+	if _, err := parse([]string{"-crowd", "0"}, io.Discard); err != nil {
+		t.Errorf("parse(-crowd 0): %v", err)
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-demo", "-duration", "1s", "-crowd", "255"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := summary(out.String())
+	if crowd, ok := counts["crowd"]; !ok || crowd[0] == 0 || crowd[2] != 0 {
+		t.Errorf("a crowd of 255 got %v (sent, ok, 429, ...), want no 429 in:\n%s", crowd, out.String())
 	}
 }
 
