@@ -59,11 +59,12 @@ type Config struct {
 	// rate.Bucket, sluice.All of several). Default nil: no limit.
 	Limiter sluice.Limiter
 	// MaxPending caps the connections waiting in Limiter.Acquire at once
-	// (each waits in its own goroutine); a connection beyond it is
-	// rejected with sluice.ReasonQueueFull. Size the queue with the
-	// limiter's own MaxQueue; this is the backstop for limiters whose
-	// waits are bounded by time rather than count. Default
-	// defaultMaxPending (1024); must not be negative.
+	// (each waits in its own goroutine, and once admitted, waits there for
+	// Accept); a connection beyond it is rejected with
+	// sluice.ReasonQueueFull. Size the queue with the limiter's own
+	// MaxQueue; this is the backstop for limiters whose waits are bounded
+	// by time rather than count. Default defaultMaxPending (1024); must not
+	// be negative.
 	MaxPending int
 
 	// AcceptRate, if not nil, limits the rate at which connections are

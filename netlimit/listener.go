@@ -30,7 +30,7 @@ type Listener struct {
 	loopErr  error         // why it stopped; written before loopDone closes
 	rejects  chan rejected // rejected connections waiting for a rejecter
 
-	pending    atomic.Int64 // connections waiting in Limiter.Acquire
+	pending    atomic.Int64 // connections with a waiter: in Limiter.Acquire, then for Accept
 	open       atomic.Int64 // connections handed out and not closed
 	unanswered atomic.Uint64
 	counters   counter.Counters
@@ -132,8 +132,9 @@ func (l *Listener) Close() error {
 
 // Stats reports the connections handed out by Accept (Admitted), the
 // rejections by reason, the connections open now (InFlight: handed out and
-// not yet closed), the connections waiting for the limiter (Queued), and
-// the Limiter's limit (or, without one, the AcceptRate's rate).
+// not yet closed), the connections waiting for the limiter and, once it
+// admits them, for Accept (Queued: the ones MaxPending caps), and the
+// Limiter's limit (or, without one, the AcceptRate's rate).
 func (l *Listener) Stats() sluice.Stats {
 	s := sluice.Stats{InFlight: int(l.open.Load()), Queued: int(l.pending.Load())}
 	l.counters.Fill(&s)
@@ -215,11 +216,15 @@ func (l *Listener) decide(c net.Conn, at time.Time) {
 	go l.wait(c, at)
 }
 
-// wait waits in the limiter's queue for a permit for c.
+// wait waits in the limiter's queue for a permit for c, then for Accept
+// to take c. It leaves pending only then: a limiter whose permits do not
+// bound the connections open (a rate.Bucket) would otherwise admit one
+// waiter's connection after another while Accept is not called, each held
+// open in a goroutine, with nothing bounding or counting them.
 func (l *Listener) wait(c net.Conn, at time.Time) {
 	defer l.wg.Done()
+	defer l.pending.Add(-1)
 	p, err := l.cfg.Limiter.Acquire(l.ctx)
-	l.pending.Add(-1)
 	switch {
 	case err == nil:
 		l.deliver(c, p)

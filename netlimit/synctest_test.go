@@ -321,3 +321,54 @@ func TestRejectDeadlineFromAccept(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxPendingBoundsUnaccepted: MaxPending also bounds the connections a
+// waiter was admitted for and holds until Accept takes them. With a rate
+// limiter, whose permits do not bound what is open, and a server that does
+// not call Accept (a pool of workers, all busy), waiters used to hand their
+// connection to a goroutine blocked on Accept and make room for the next:
+// every connection the bucket admitted stayed open, each in a goroutine of
+// its own, and Stats showed none of them.
+func TestMaxPendingBoundsUnaccepted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxPending, conns = 2, 100
+		inner := newPipeListener(conns)
+		bucket, err := rate.NewBucket(rate.Config{Rate: 100, Burst: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := bucket.TryAcquire(); err != nil { // the first connections wait for a token
+			t.Fatal(err)
+		} else {
+			p.Release(sluice.Ignore, 0)
+		}
+		ln, err := NewListener(inner, Config{Limiter: bucket, MaxPending: maxPending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		for range conns { // one every token interval; nobody calls Accept
+			defer inner.dial().Close()
+			time.Sleep(10 * time.Millisecond)
+		}
+		synctest.Wait()
+		// Admitted and not taken by Accept: MaxPending waiters' and the
+		// one the accept loop is handing over itself.
+		held := bucket.Stats().Admitted - 1
+		s := ln.Stats()
+		if held > maxPending+1 || s.Queued > maxPending {
+			t.Fatalf("%d connections admitted and held for Accept, Stats.Queued %d; want at most MaxPending+1 (%d), MaxPending queued",
+				held, s.Queued, maxPending+1)
+		}
+		if got := s.RejectedTotal() + held + uint64(len(inner.conns)); got != conns {
+			t.Errorf("%v rejected, %d held, %d in the backlog: %d, want the %d dialed", s.Rejected, held, len(inner.conns), got, conns)
+		}
+		for range held {
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+		}
+	})
+}
