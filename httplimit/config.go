@@ -115,7 +115,12 @@ type Config struct {
 	// response status (200 when the handler wrote nothing). It is not
 	// called when the request's context ended first (deadline exceeded:
 	// Dropped, an overload signal; cancelled, the client left: Ignore) nor
-	// when the handler panicked or hijacked the connection (Ignore).
+	// when the handler panicked or hijacked the connection (Ignore). A
+	// deadline that ended with a cause of its own
+	// (context.WithDeadlineCause), such as a timeout a client sent from
+	// a peer that is not a trusted proxy, is no overload signal: Outcome
+	// judges the answer as it would without the deadline (it may read
+	// context.Cause).
 	// nil: 5xx is Dropped, anything else Success. A value other than
 	// Success, Dropped or Ignore is taken as Ignore.
 	Outcome func(r *http.Request, status int) sluice.Outcome

@@ -51,7 +51,9 @@
 // Permits are released in a defer, even when the handler panics. A 5xx or a
 // request whose deadline passed is Dropped (overload), a client that left or
 // a hijacked connection is Ignore, anything else is Success with the
-// handler's latency: what adaptive limits learn from.
+// handler's latency: what adaptive limits learn from. A deadline set with a
+// cause of its own (context.WithDeadlineCause: a client's timeout header
+// from an untrusted peer) is not taken for overload: the answer decides.
 //
 // Why the limiters are asked in this order, why waits are bounded, how the
 // wait context is made, and dry run's details are in docs/design.md,

@@ -245,10 +245,18 @@ func (h *Handler) classify(r *http.Request, sw *statusWriter) sluice.Outcome {
 	if sw.hijacked {
 		return sluice.Ignore
 	}
-	switch r.Context().Err() {
+	switch ctx := r.Context(); ctx.Err() {
 	case nil:
 	case context.DeadlineExceeded:
-		return sluice.Dropped // the work outlasted its deadline: overload
+		// A plain deadline (context.WithDeadline: the cause is
+		// DeadlineExceeded itself) is the server's or a trusted
+		// proxy's: the work outlasted it, overload. One that ended with
+		// a cause of its own is the application's to judge (a timeout
+		// a client sent, say): by its answer, as without the deadline,
+		// or any client could shrink a limit all clients share.
+		if context.Cause(ctx) == context.DeadlineExceeded {
+			return sluice.Dropped
+		}
 	default:
 		return sluice.Ignore // the client left: says nothing
 	}

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -304,6 +305,58 @@ func TestHookPanicReleasesPermits(t *testing.T) {
 			if s := h.Stats(); s.Ignored != 1 {
 				t.Errorf("stats %+v, want the request released as Ignore", s)
 			}
+		})
+	}
+}
+
+// errClientDeadline is how an application (the sluice proxy's
+// deadline_header) marks a deadline that a client chose, in a header from a
+// peer that is not a trusted proxy: the cause of the context's end.
+var errClientDeadline = fmt.Errorf("the deadline the client sent passed: %w", context.DeadlineExceeded)
+
+// A request that outlives a deadline its client chose is no overload
+// signal: any client sending a 1 ms timeout would otherwise shrink the
+// adaptive limit that every client shares. Its outcome is what it would be
+// without the deadline (the handler's answer), and the limiter and Stats
+// agree on it. A plain deadline (context.WithTimeout: the server's, or a
+// trusted proxy's) is still Dropped.
+func TestClientDeadlineIsNoOverloadSignal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cause  error // nil: a plain deadline
+		status int   // the late answer
+		want   sluice.Outcome
+	}{
+		{"plain deadline", nil, http.StatusOK, sluice.Dropped},
+		{"client's deadline, late 200", errClientDeadline, http.StatusOK, sluice.Success},
+		{"client's deadline, late 502", errClientDeadline, http.StatusBadGateway, sluice.Dropped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				alg := &recorder{limit: 4}
+				lim, err := concurrency.New(concurrency.Config{Algorithm: alg})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := mustNew(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					time.Sleep(50 * time.Millisecond) // past the 10 ms deadline
+					w.WriteHeader(tc.status)
+				}), Config{Limiter: lim})
+				ctx, cancel := context.WithTimeoutCause(t.Context(), 10*time.Millisecond, tc.cause)
+				defer cancel()
+				serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil))
+
+				if got := alg.outcomes(); !slices.Equal(got, []sluice.Outcome{tc.want}) {
+					t.Errorf("limiter saw %v, want [%v]", got, tc.want)
+				}
+				s := h.Stats()
+				got := [3]uint64{s.Succeeded, s.Dropped, s.Ignored}
+				want := [3]uint64{}
+				want[tc.want] = 1
+				if got != want {
+					t.Errorf("Stats: succeeded, dropped, ignored %v, want %v", got, want)
+				}
+			})
 		})
 	}
 }
