@@ -167,12 +167,7 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 	}
 	if h.limiter != nil {
 		var gerr error
-		if h.noWait {
-			gp, gerr = h.limiter.TryAcquire()
-		} else {
-			gp, gerr = h.limiter.Acquire(ctx)
-			gerr = timedOut(r.Context(), ctx, gerr)
-		}
+		gp, gerr = h.acquireGlobal(r.Context(), ctx, &kp)
 		if gerr != nil {
 			if !h.dryRun || !isRejection(gerr) {
 				kp.Cancel() // not served: the key's quota keeps it
@@ -186,6 +181,27 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 		}
 	}
 	return key, kp, gp, err
+}
+
+// acquireGlobal asks the global limiter. The limiter is the application's
+// code, held to no contract about panics: if it panics (or calls
+// runtime.Goexit), kp is cancelled as the panic goes by, since the work
+// never ran; kept, it would hold the key's slot or token for good.
+func (h *Handler) acquireGlobal(req, wait context.Context, kp *sluice.Permit) (p sluice.Permit, err error) {
+	returned := false
+	defer func() {
+		if !returned {
+			kp.Cancel()
+		}
+	}()
+	if h.noWait {
+		p, err = h.limiter.TryAcquire()
+	} else {
+		p, err = h.limiter.Acquire(wait)
+		err = timedOut(req, wait, err)
+	}
+	returned = true
+	return p, err
 }
 
 func isRejection(err error) bool { return errors.Is(err, sluice.ErrRejected) }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/keyed"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -357,6 +359,54 @@ func TestClientDeadlineIsNoOverloadSignal(t *testing.T) {
 					t.Errorf("Stats: succeeded, dropped, ignored %v, want %v", got, want)
 				}
 			})
+		})
+	}
+}
+
+// panicker is a global Limiter that panics once, then admits: a bug in a
+// limiter of the application's (or in a composition holding one).
+type panicker struct{ armed atomic.Bool }
+
+func (l *panicker) Acquire(context.Context) (sluice.Permit, error) { return l.TryAcquire() }
+
+func (l *panicker) TryAcquire() (sluice.Permit, error) {
+	if l.armed.Swap(false) {
+		panic("limiter bug")
+	}
+	return sluice.Permit{}, nil
+}
+
+func (l *panicker) Stats() sluice.Stats { return sluice.Stats{} }
+
+// A panic in the global limiter, once the per-key permit is taken, is a
+// panic in the request like one in the handler: the per-key permit comes
+// back (cancelled: the work never ran), or the key would be locked out.
+func TestLimiterPanicReturnsPerKeyPermit(t *testing.T) {
+	for _, noWait := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoWait=%v", noWait), func(t *testing.T) {
+			perKey, err := keyed.New(keyed.Config[*concurrency.Limiter]{
+				New: func(string) (*concurrency.Limiter, error) { return concurrency.New(concurrency.Config{Limit: 1}) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim := &panicker{}
+			lim.armed.Store(true)
+			h := mustNew(t, okHandler, Config{PerKey: perKey, Limiter: lim, NoWait: noWait})
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Error("the limiter's panic did not reach the server")
+					}
+				}()
+				serve(h, httptest.NewRequest("GET", "/", nil))
+			}()
+			if w := serve(h, httptest.NewRequest("GET", "/", nil)); w.Code != http.StatusOK {
+				t.Errorf("after the limiter's panic: status %d, want 200: the key's only slot leaked", w.Code)
+			}
+			if s := h.Stats(); s.Waiting != 0 {
+				t.Errorf("Waiting = %d after every request ended", s.Waiting)
+			}
 		})
 	}
 }
