@@ -177,5 +177,11 @@ func TestUntrustedDeadlineHeaderIsNoOverloadSignal(t *testing.T) {
 		if got := pol.conc.Stats().Limit < 10; got != tc.backOff {
 			t.Errorf("%s, adaptive timeout %v: limit %v; want a back-off: %v", tc.gone, tc.timeout, pol.conc.Stats().Limit, tc.backOff)
 		}
+		// Nor does the middleware count one as Dropped in its own stats
+		// (the back-off of the 5 ms case is the algorithm's timeout).
+		if s := p.s.cur.Load().routes[0].limit.Stats(); s.Dropped > 0 {
+			t.Errorf("%s, adaptive timeout %v: the middleware counted succeeded, dropped, ignored %d, %d, %d; want none Dropped",
+				tc.gone, tc.timeout, s.Succeeded, s.Dropped, s.Ignored)
+		}
 	}
 }

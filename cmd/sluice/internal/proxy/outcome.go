@@ -237,8 +237,17 @@ func (st *reqState) isLong() bool { return st.long.Load() }
 
 // outcome is httplimit's Config.Outcome.
 func outcome(r *http.Request, status int) sluice.Outcome {
-	if st := stateFrom(r.Context()); st != nil && (st.isLong() || st.clientFault) {
+	st := stateFrom(r.Context())
+	switch {
+	case st == nil:
+	case st.isLong() || st.clientFault:
 		return sluice.Ignore
+	case st.clientDeadlinePassed():
+		// httplimit asks about a deadline that ended with its own cause
+		// (an untrusted client's; with on_client_gone: cancel, the 504
+		// is the proxy's): what the request would be without it, as
+		// Release makes it for the limiters.
+		return st.untrustedOutcome()
 	}
 	return statusOutcome(status)
 }
