@@ -149,10 +149,14 @@ type Result struct {
 
 // Allow decides n tokens of key now, in one round trip. A store failure is
 // returned as an error (ErrTimeout, ErrBreakerOpen, a Redis error): Allow
-// does not apply the failure policy, TryAcquire and Acquire do.
+// does not apply the failure policy, TryAcquire and Acquire do. n over
+// Burst is a *sluice.ConfigError naming n: no wait would admit it.
 func (b *Buckets) Allow(key string, n int) (Result, error) {
 	if err := b.checkN(key, n); err != nil {
 		return Result{}, err
+	}
+	if n > b.cfg.Burst {
+		return Result{}, sluice.NewConfigError("redisstore", "n", n, "must be at most RateConfig.Burst ("+strconv.Itoa(b.cfg.Burst)+"): a bucket never holds more")
 	}
 	r, err := b.eval(key, n, n, 0)
 	if err != nil {

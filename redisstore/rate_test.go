@@ -97,3 +97,23 @@ func TestCachedRejectionRetryAfterIsForN(t *testing.T) {
 		t.Errorf("retry-after %v from the cache, %v from Redis: want the same, less the time between", fromCache, fromRedis)
 	}
 }
+
+// Allow refuses n over Burst as it refuses n under 1, naming n: a bucket
+// never holds more than Burst tokens, so no retry-after would ever admit
+// the request, and a caller that waited the one Redis computed would be
+// refused again, for ever.
+func TestAllowMoreThanBurst(t *testing.T) {
+	s := newStore(t, Config{Timeout: time.Second})
+	b := newBuckets(t, s, RateConfig{Rate: 10, Burst: 5, OverLimitCache: -1})
+	r, err := b.Allow("over", 6)
+	var ce *sluice.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "n" {
+		t.Fatalf("Allow(6) on a burst of 5 = %+v, %v; want a config error naming n", r, err)
+	}
+	if n, err := s.Client().Exists(t.Context(), "sluice:rate:{over}").Result(); err != nil || n != 0 {
+		t.Fatalf("the refused request reached Redis: %d keys, %v", n, err)
+	}
+	if r, err := b.Allow("over", 5); err != nil || !r.Allowed {
+		t.Fatalf("Allow(5) on a burst of 5 = %+v, %v", r, err)
+	}
+}
