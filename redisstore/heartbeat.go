@@ -11,13 +11,15 @@ import (
 // heartbeatScript announces a replica and counts the live ones, on Redis's
 // clock: each replica's member is scored by the time its announcement
 // expires (3 heartbeats), expired members are removed, the rest counted.
+// The set's TTL only grows, as the leases' sets do: a replica with a
+// shorter heartbeat must not expire the announcements of longer ones.
 var heartbeatScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl)
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return redis.call('ZCARD', KEYS[1])
 `)
 

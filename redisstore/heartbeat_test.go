@@ -75,3 +75,29 @@ func TestHeartbeatRidesOutADip(t *testing.T) {
 		}
 	}
 }
+
+// The set lives as long as its longest-lived announcement: a replica with
+// a shorter heartbeat (a rolling change of Config.Heartbeat) announcing
+// after one with a longer must not cut the set's life to its own TTL, or
+// the set, and the longer-lived replica's announcement with it, vanishes
+// once the short one stops.
+func TestHeartbeatKeepsTheLongestAnnouncement(t *testing.T) {
+	const key = "{sluice}:replicas-mixed"
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	ctx := t.Context()
+	defer c.Del(context.Background(), key)
+	if err := heartbeatScript.Run(ctx, c, []string{key}, "slow", time.Minute.Milliseconds()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := heartbeatScript.Run(ctx, c, []string{key}, "fast", 30).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := c.PTTL(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl < 50*time.Second {
+		t.Fatalf("set TTL %v after a 30ms announcement, with one live for another minute", ttl)
+	}
+}
