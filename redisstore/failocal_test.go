@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -123,5 +124,44 @@ func TestFailLocalReplicasChangeKeepsTokens(t *testing.T) {
 	}
 	if n := len(takeAll(t, b.Key("full"), sluice.ErrRate, 40)); n != 4 {
 		t.Fatalf("4 replicas, 4 tokens left: admitted %d, want 4", n)
+	}
+}
+
+// FailLocal decides weighted requests as the shared bucket does: AcquireN
+// waits for its n tokens, TakeN's rejection says when they come, and
+// Cancel gives them back.
+func TestFailLocalWeighted(t *testing.T) {
+	s := deadStore(t)
+	s.replicas.Store(1)
+	// 1,000 tokens/s: AcquireN's wait for 5 is 5 ms.
+	b := newBuckets(t, s, RateConfig{Rate: 1000, Burst: 10, Failure: FailLocal})
+	if _, err := b.TakeN("wait", 10); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := b.AcquireN(ctx, "wait", 5); err != nil {
+		t.Errorf("AcquireN(5) on an empty bucket refilling 1,000/s, no deadline for 10 s: %v", err)
+	}
+
+	// 10 tokens/s: 5 tokens take 500 ms.
+	slow := newBuckets(t, s, RateConfig{Rate: 10, Burst: 10, Failure: FailLocal})
+	if _, err := slow.TakeN("retry", 10); err != nil {
+		t.Fatal(err)
+	}
+	_, err := slow.TakeN("retry", 5)
+	if d, ok := sluice.RetryAfter(err); !errors.Is(err, sluice.ErrRate) || !ok || d < 400*time.Millisecond || d > 500*time.Millisecond {
+		t.Errorf("TakeN(5) on an empty bucket refilling 10/s = %v (retry-after %v), want a rate rejection retrying after about 500ms", err, d)
+	}
+
+	// A token in 1,000 s: only a refund gives one back.
+	none := newBuckets(t, s, RateConfig{Rate: 0.001, Burst: 10, Failure: FailLocal})
+	p, err := none.TakeN("cancel", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cancel()
+	if _, err := none.TakeN("cancel", 10); err != nil {
+		t.Errorf("TakeN(10) after the 10 taken were cancelled: %v", err)
 	}
 }

@@ -267,7 +267,7 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 	}
 	r, err := b.eval(key, n, k, min(int64(maxWait/time.Microsecond), maxMicros))
 	if err != nil {
-		return b.fail(ctx, wait, key, n)
+		return b.fail(ctx, wait, key, n, maxWait, why)
 	}
 	if !r.allowed {
 		now = b.s.now()
@@ -290,8 +290,9 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 }
 
 // fail applies the failure policy to a decision the store could not make
-// (the store counted why).
-func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int) (sluice.Permit, error) {
+// (the store counted why). maxWait and why are take's: the longest wait
+// allowed and what a longer one is rejected as.
+func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int, maxWait time.Duration, why sluice.Reason) (sluice.Permit, error) {
 	return b.c.fail(b.cfg.Failure, b.s.cfg.BreakerCooldown, func() (sluice.Permit, error) {
 		m, err := b.local.get(b.buildLocal)
 		if err != nil {
@@ -312,12 +313,32 @@ func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int) (sluic
 		case n == 1:
 			return bk.TryAcquire()
 		}
-		if !bk.AllowN(n) {
-			return sluice.Permit{}, sluice.RejectQuota(sluice.ReasonRate, 0)
+		// n tokens as Redis would decide them: within the wait allowed,
+		// a rejection saying when they come, a Cancel giving them back.
+		r, ok := bk.Reserve(n, maxWait)
+		if !ok {
+			reason := r.Reason()
+			if reason == sluice.ReasonRate && r.Delay() >= 0 {
+				reason = why // they come, later than the wait allowed
+			}
+			return sluice.Permit{}, sluice.RejectQuota(reason, max(r.Delay(), 0))
 		}
-		return sluice.Permit{}, nil
+		if d := r.Delay(); d > 0 {
+			if err := waitrule.Sleep(ctx, d); err != nil {
+				r.Cancel()
+				return sluice.Permit{}, err
+			}
+		}
+		return sluice.NewPermit(&localGrant{r}, 0), nil
 	})
 }
+
+// localGrant is the permit of FailLocal's weighted decision: Cancel gives
+// its tokens back to the local bucket.
+type localGrant struct{ r rate.Reservation }
+
+func (g *localGrant) Release(uint64, sluice.Outcome, time.Duration) {}
+func (g *localGrant) Cancel(uint64)                                 { g.r.Cancel() }
 
 func (b *Buckets) replicas() int {
 	if b.cfg.Replicas > 0 {
