@@ -46,7 +46,7 @@ func NewConcurrency(s *Store, cfg ConcurrencyConfig) (*Concurrency, error) {
 
 // TryAcquire takes a lease now or rejects with ReasonLimit.
 func (l *Concurrency) TryAcquire() (sluice.Permit, error) {
-	return l.acquire(context.Background(), false, l.set, func() (sluice.Permit, error) {
+	return l.acquire(context.Background(), false, l.set, func(context.Context) (sluice.Permit, error) {
 		return l.localLimiter().TryAcquire()
 	})
 }
@@ -57,7 +57,7 @@ func (l *Concurrency) Acquire(ctx context.Context) (sluice.Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return sluice.Permit{}, err
 	}
-	return l.acquire(ctx, true, l.set, func() (sluice.Permit, error) {
+	return l.acquire(ctx, true, l.set, func(ctx context.Context) (sluice.Permit, error) {
 		return l.localLimiter().Acquire(ctx)
 	})
 }
@@ -155,7 +155,7 @@ func (l *KeyedConcurrency) TryAcquire(key string) (sluice.Permit, error) {
 	if err != nil {
 		return sluice.Permit{}, err
 	}
-	return l.acquire(context.Background(), false, set, func() (sluice.Permit, error) {
+	return l.acquire(context.Background(), false, set, func(context.Context) (sluice.Permit, error) {
 		m, err := l.localMap(key)
 		if err != nil {
 			return sluice.Permit{}, err
@@ -174,7 +174,7 @@ func (l *KeyedConcurrency) Acquire(ctx context.Context, key string) (sluice.Perm
 	if err != nil {
 		return sluice.Permit{}, err
 	}
-	return l.acquire(ctx, true, set, func() (sluice.Permit, error) {
+	return l.acquire(ctx, true, set, func(ctx context.Context) (sluice.Permit, error) {
 		m, err := l.localMap(key)
 		if err != nil {
 			return sluice.Permit{}, err

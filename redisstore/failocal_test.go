@@ -165,3 +165,70 @@ func TestFailLocalWeighted(t *testing.T) {
 		t.Errorf("TakeN(10) after the 10 taken were cancelled: %v", err)
 	}
 }
+
+// MaxWait bounds the whole wait of Acquire: a waiter that polled Redis
+// for part of it and then falls to FailLocal (Redis died) waits in the
+// local limiter only for what is left, not a whole MaxWait more.
+func TestFailLocalWaitKeepsMaxWait(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond}, false)
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const maxWait = 400 * time.Millisecond
+	cfg := ConcurrencyConfig{Key: "waitlocal", Limit: 1, Replicas: 1, Failure: FailLocal, MaxWait: maxWait, PollMax: 10 * time.Millisecond}
+	c := newConcurrency(t, s, cfg)
+	k := newKeyedConcurrency(t, s, cfg)
+	for _, tc := range []struct {
+		name  string
+		l     sluice.Limiter
+		local func() (sluice.Permit, error) // takes the local limiter's one slot
+	}{
+		{"Concurrency", c, func() (sluice.Permit, error) { return c.localLimiter().TryAcquire() }},
+		{"KeyedConcurrency", k.Key("k"), func() (sluice.Permit, error) {
+			m, err := k.localMap("k")
+			if err != nil {
+				return sluice.Permit{}, err
+			}
+			return m.TryAcquire("k")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := rs.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			var shared sluice.Permit
+			for i := 0; ; i++ { // the store may still be reconnecting
+				if shared, err = tc.l.TryAcquire(); err == nil && tc.l.Stats().InFlight == 1 {
+					break
+				}
+				if i == 100 {
+					t.Fatalf("no shared lease: %v", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			defer shared.Release(sluice.Success, 0)
+			lp, err := tc.local()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lp.Release(sluice.Success, 0)
+			start := time.Now()
+			killed := make(chan struct{})
+			time.AfterFunc(maxWait*3/4, func() { rs.Kill(); close(killed) }) // the waiter has polled Redis for 3/4 of MaxWait
+			_, err = tc.l.Acquire(t.Context())
+			el := time.Since(start)
+			<-killed
+			if !errors.Is(err, sluice.ErrQueueTimeout) {
+				t.Fatalf("Acquire with both slots held = %v, want a queue timeout", err)
+			}
+			if el > maxWait+150*time.Millisecond {
+				t.Fatalf("Acquire rejected after %v: MaxWait is %v", el, maxWait)
+			}
+		})
+	}
+}

@@ -194,10 +194,13 @@ func (l *leases) Close() {
 }
 
 // acquire takes a lease in set, polling while wait and the set is full;
-// local is the failure policy's limiter.
-func (l *leases) acquire(ctx context.Context, wait bool, set string, local func() (sluice.Permit, error)) (sluice.Permit, error) {
+// local is the failure policy's limiter, deciding under the context it is
+// given (see waitLocal).
+func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(context.Context) (sluice.Permit, error)) (sluice.Permit, error) {
 	var deadline <-chan time.Time
+	var maxAt time.Time // when MaxWait ends; zero: nothing but ctx bounds the wait
 	if wait && l.cfg.MaxWait > 0 {
+		maxAt = time.Now().Add(l.cfg.MaxWait)
 		t := time.NewTimer(l.cfg.MaxWait)
 		defer t.Stop()
 		deadline = t.C
@@ -220,7 +223,9 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 			l.orphan(ls)
 		}
 		if err != nil {
-			return l.c.fail(l.cfg.Failure, l.s.cfg.BreakerCooldown, local)
+			return l.c.fail(l.cfg.Failure, l.s.cfg.BreakerCooldown, func() (sluice.Permit, error) {
+				return waitLocal(ctx, maxAt, local)
+			})
 		}
 		if a[0] == 1 {
 			l.mu.Lock()
@@ -244,6 +249,28 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 		}
 		poll = min(2*poll, l.cfg.PollMax)
 	}
+}
+
+// waitLocal runs the local limiter's decision under ctx and, for a waiter
+// bounded by MaxWait (maxAt not zero), only for what is left of it: the
+// time spent polling Redis counted, and the local limiter's own MaxWait
+// would start it again. Past maxAt the waiter is rejected as the polling
+// rejects it, ReasonQueueTimeout; a caller's deadline that comes first
+// keeps its own reasons.
+func waitLocal(ctx context.Context, maxAt time.Time, local func(context.Context) (sluice.Permit, error)) (sluice.Permit, error) {
+	if maxAt.IsZero() {
+		return local(ctx)
+	}
+	if dl, ok := ctx.Deadline(); ok && !dl.After(maxAt) {
+		return local(ctx)
+	}
+	lctx, cancel := context.WithDeadline(ctx, maxAt)
+	defer cancel()
+	p, err := local(lctx)
+	if err != nil && ctx.Err() == nil && (lctx.Err() != nil || sluice.ReasonOf(err) == sluice.ReasonDeadline) {
+		return sluice.Permit{}, sluice.Reject(sluice.ReasonQueueTimeout, 0)
+	}
+	return p, err
 }
 
 // replicas is the N of FailLocal's limit/N.
