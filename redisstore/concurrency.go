@@ -63,10 +63,11 @@ func (l *Concurrency) Acquire(ctx context.Context) (sluice.Permit, error) {
 }
 
 // localLimiter is FailLocal's limiter: ceil(Limit/N) in this process, N
-// the replicas live now.
+// the replicas live now, counting the leases this replica holds.
 func (l *Concurrency) localLimiter() *localConc {
 	lim, _ := l.local.get(l.newLocal) // valid by construction: the shared config was checked
 	l.fit(lim)
+	l.adopt(l.set, lim)
 	return lim
 }
 
@@ -156,7 +157,7 @@ func (l *KeyedConcurrency) TryAcquire(key string) (sluice.Permit, error) {
 		return sluice.Permit{}, err
 	}
 	return l.acquire(context.Background(), false, set, func(context.Context) (sluice.Permit, error) {
-		m, err := l.localMap(key)
+		m, err := l.localMap(key, set)
 		if err != nil {
 			return sluice.Permit{}, err
 		}
@@ -175,7 +176,7 @@ func (l *KeyedConcurrency) Acquire(ctx context.Context, key string) (sluice.Perm
 		return sluice.Permit{}, err
 	}
 	return l.acquire(ctx, true, set, func(ctx context.Context) (sluice.Permit, error) {
-		m, err := l.localMap(key)
+		m, err := l.localMap(key, set)
 		if err != nil {
 			return sluice.Permit{}, err
 		}
@@ -184,10 +185,11 @@ func (l *KeyedConcurrency) Acquire(ctx context.Context, key string) (sluice.Perm
 }
 
 // localMap is FailLocal's limiter: ceil(Limit/N) per key in this process,
-// at most MaxKeys keys, with key's limiter fitted to the replicas live now.
+// at most MaxKeys keys, with key's limiter (set its set) fitted to the
+// replicas live now and counting the leases this replica holds for key.
 // A key is fitted when it is used: until then, releases of its permits
 // hand its freed slots to its waiters under the limit it had.
-func (l *KeyedConcurrency) localMap(key string) (*keyed.Map[*localConc], error) {
+func (l *KeyedConcurrency) localMap(key, set string) (*keyed.Map[*localConc], error) {
 	m, err := l.local.get(func() (*keyed.Map[*localConc], error) {
 		return keyed.New(keyed.Config[*localConc]{
 			New:     func(string) (*localConc, error) { return l.newLocal() },
@@ -202,6 +204,7 @@ func (l *KeyedConcurrency) localMap(key string) (*keyed.Map[*localConc], error) 
 		return nil, err
 	}
 	l.fit(lim)
+	l.adopt(set, lim)
 	return m, nil
 }
 

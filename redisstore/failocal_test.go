@@ -190,7 +190,8 @@ func TestFailLocalWaitKeepsMaxWait(t *testing.T) {
 	}{
 		{"Concurrency", c, func() (sluice.Permit, error) { return c.localLimiter().TryAcquire() }},
 		{"KeyedConcurrency", k.Key("k"), func() (sluice.Permit, error) {
-			m, err := k.localMap("k")
+			set, _ := k.set("k")
+			m, err := k.localMap("k", set)
 			if err != nil {
 				return sluice.Permit{}, err
 			}
@@ -203,17 +204,20 @@ func TestFailLocalWaitKeepsMaxWait(t *testing.T) {
 			}
 			var shared sluice.Permit
 			for i := 0; ; i++ { // the store may still be reconnecting
-				if shared, err = tc.l.TryAcquire(); err == nil && tc.l.Stats().InFlight == 1 {
+				shared, err = tc.l.TryAcquire()
+				if err == nil && tc.l.Stats().InFlight == 1 {
 					break
 				}
+				shared.Release(sluice.Success, 0) // FailLocal's, while Redis did not answer
 				if i == 100 {
 					t.Fatalf("no shared lease: %v", err)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
 			defer shared.Release(sluice.Success, 0)
+			// The local slot: taken here, or already counting the lease.
 			lp, err := tc.local()
-			if err != nil {
+			if err != nil && !errors.Is(err, sluice.ErrLimit) {
 				t.Fatal(err)
 			}
 			defer lp.Release(sluice.Success, 0)
@@ -228,6 +232,86 @@ func TestFailLocalWaitKeepsMaxWait(t *testing.T) {
 			}
 			if el > maxWait+150*time.Millisecond {
 				t.Fatalf("Acquire rejected after %v: MaxWait is %v", el, maxWait)
+			}
+		})
+	}
+}
+
+// FailLocal's local limit counts the leases this replica still holds in
+// Redis: when Redis goes away, work admitted through Redis is still in
+// flight, and the local limiter must not admit its share on top of it.
+// Releasing such a lease frees its slot, to a local waiter first.
+func TestFailLocalCountsLeasesHeld(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond}, false)
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ConcurrencyConfig{Key: "held", Limit: 4, Replicas: 1, Failure: FailLocal}
+	c := newConcurrency(t, s, cfg)
+	k := newKeyedConcurrency(t, s, cfg)
+	set, _ := k.set("k")
+	limiters := []struct {
+		name   string
+		l      sluice.Limiter
+		queued func() int // callers waiting in the local limiter
+	}{
+		{"Concurrency", c, func() int { return c.localLimiter().Stats().Queued }},
+		{"KeyedConcurrency", k.Key("k"), func() int {
+			m, err := k.localMap("k", set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim, err := m.Get("k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lim.Stats().Queued
+		}},
+	}
+	shared := make([][]sluice.Permit, len(limiters))
+	for i, tc := range limiters {
+		for range 3 {
+			p, err := tc.l.TryAcquire()
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			shared[i] = append(shared[i], p)
+		}
+	}
+	rs.Kill()
+	for i, tc := range limiters {
+		t.Run(tc.name, func(t *testing.T) {
+			if ps := takeAll(t, tc.l, sluice.ErrLimit, 10); len(ps) != 1 {
+				t.Fatalf("Redis gone with 3 of 4 leases held here: FailLocal admitted %d, want 1", len(ps))
+			}
+			// A waiter for the local limiter gets the slot of a released lease.
+			got := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, err := tc.l.Acquire(ctx)
+				got <- err
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for tc.queued() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the waiter never queued")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			shared[i][0].Release(sluice.Success, 0)
+			if err := <-got; err != nil {
+				t.Fatalf("waiter after a lease was released: %v", err)
+			}
+			shared[i][1].Release(sluice.Success, 0)
+			shared[i][2].Release(sluice.Success, 0)
+			if ps := takeAll(t, tc.l, sluice.ErrLimit, 10); len(ps) != 2 {
+				t.Fatalf("every lease released, 2 local permits held: admitted %d, want 2", len(ps))
 			}
 		})
 	}

@@ -163,7 +163,8 @@ type leases struct {
 	mu       sync.Mutex
 	seq      uint64
 	held     map[uint64]lease // token → lease
-	orphans  []lease          // leases maybe in Redis that no permit holds: removed by the renewer
+	sets     map[string]*setLeases
+	orphans  []lease // leases maybe in Redis that no permit holds: removed by the renewer
 	lost     uint64
 	renewals uint64 // renewal script calls Redis answered
 
@@ -180,9 +181,19 @@ type lease struct {
 	lost    bool
 }
 
+// setLeases are the leases this replica holds in one set, as FailLocal
+// counts them: held (lost ones too: their work still runs), and the
+// permits of the set's local limiter lc that stand for them (see adopt).
+type setLeases struct {
+	held    int
+	lc      *localConc
+	adopted []sluice.Permit
+}
+
 func (l *leases) start(s *Store, cfg ConcurrencyConfig) {
 	l.s, l.cfg, l.ttlMs, l.id = s, cfg, cfg.TTL.Milliseconds(), newID()
 	l.held = make(map[uint64]lease)
+	l.sets = make(map[string]*setLeases)
 	l.quit, l.done = make(chan struct{}), make(chan struct{})
 	go l.renewer()
 }
@@ -230,6 +241,12 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 		if a[0] == 1 {
 			l.mu.Lock()
 			l.held[tok] = ls
+			st := l.sets[set]
+			if st == nil {
+				st = &setLeases{}
+				l.sets[set] = st
+			}
+			st.held++
 			l.mu.Unlock()
 			l.c.admit()
 			return sluice.NewPermit(l, tok), nil
@@ -248,6 +265,34 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 			return sluice.Permit{}, ctx.Err()
 		}
 		poll = min(2*poll, l.cfg.PollMax)
+	}
+}
+
+// adopt makes lc, the FailLocal limiter deciding for set, count the leases
+// this replica holds in set: a permit of lc per lease, as far as lc has
+// room. Work admitted through Redis still runs when Redis goes away, and a
+// local limiter that did not count it would admit its whole share on top.
+// It runs before each local decision, so leases taken while Redis was back
+// are counted at the next fallback; drop gives a permit back as its lease
+// ends, which hands the slot to a local waiter.
+func (l *leases) adopt(set string, lc *localConc) {
+	var old []sluice.Permit
+	l.mu.Lock()
+	if st := l.sets[set]; st != nil {
+		if st.lc != lc { // the key's limiter changed (evicted and made again)
+			old, st.adopted, st.lc = st.adopted, nil, lc
+		}
+		for len(st.adopted) < st.held {
+			p, err := lc.TryAcquire()
+			if err != nil {
+				break // lc is full: it admits nothing more anyway
+			}
+			st.adopted = append(st.adopted, p)
+		}
+	}
+	l.mu.Unlock()
+	for i := range old {
+		old[i].Cancel()
 	}
 }
 
@@ -305,10 +350,24 @@ func (l *leases) Release(tok uint64, _ sluice.Outcome, _ time.Duration) { l.drop
 func (l *leases) Cancel(tok uint64) { l.drop(tok) }
 
 func (l *leases) drop(tok uint64) {
+	var free sluice.Permit // a local permit that stood for this lease
 	l.mu.Lock()
 	ls, ok := l.held[tok]
 	delete(l.held, tok)
+	if ok {
+		st := l.sets[ls.set]
+		st.held--
+		if n := len(st.adopted); n > st.held {
+			free = st.adopted[n-1]
+			st.adopted[n-1] = sluice.Permit{}
+			st.adopted = st.adopted[:n-1]
+		}
+		if st.held == 0 && len(st.adopted) == 0 {
+			delete(l.sets, ls.set)
+		}
+	}
 	l.mu.Unlock()
+	free.Cancel()
 	if ok {
 		// Whether or not the call reached Redis, the lease may still be
 		// there: orphan it on any failure (at most one per lease held).

@@ -25,7 +25,9 @@ const (
 	// count), which is what the replicas together allow while Redis is
 	// away, as long as the load balancer spreads the traffic evenly. When
 	// the count changes, the limiter is resized, not replaced: the permits
-	// it holds stay counted and its buckets keep their tokens.
+	// it holds stay counted and its buckets keep their tokens. A
+	// concurrency limit's local share also counts the leases this replica
+	// still holds from Redis: their work runs on.
 	FailLocal
 )
 
