@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"time"
@@ -52,9 +53,20 @@ func (s *Store) heartbeat() {
 		select {
 		case <-tick.C:
 		case <-s.quit:
+			s.withdraw(id)
 			return
 		}
 	}
+}
+
+// withdraw removes the replica's announcement as the store closes, so that
+// the others stop counting it at their next heartbeat rather than 3 later
+// (their FailLocal share stays smaller meanwhile). Best effort, within the
+// store's timeout: an announcement left behind expires on its own.
+func (s *Store) withdraw(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	_ = s.client.ZRem(ctx, s.cfg.HeartbeatKey, id).Err()
 }
 
 // newID is a random identifier for a replica or a lease.

@@ -101,3 +101,25 @@ func TestHeartbeatKeepsTheLongestAnnouncement(t *testing.T) {
 		t.Fatalf("set TTL %v after a 30ms announcement, with one live for another minute", ttl)
 	}
 }
+
+// A store that closes withdraws its announcement at once: the others'
+// next count leaves it out, instead of counting it until it expires.
+func TestHeartbeatWithdrawsOnClose(t *testing.T) {
+	const key = "{sluice}:replicas-withdraw"
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	defer c.Del(context.Background(), key)
+	// A heartbeat of a minute: the announcement would outlive the test.
+	s := openStore(t, srv.URL(), Config{Timeout: 500 * time.Millisecond, Heartbeat: time.Minute, HeartbeatKey: key}, false)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.ZCard(t.Context(), key).Val() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("5 s and the store has not announced itself")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Close()
+	if n := c.ZCard(t.Context(), key).Val(); n != 0 {
+		t.Fatalf("%d announcements left after Close, want 0", n)
+	}
+}
