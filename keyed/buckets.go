@@ -51,11 +51,16 @@ type BucketsConfig struct {
 // it), beside the key's hash (docs/design.md, section keyed, has the bytes
 // per key).
 // The words of a shard count time, in fixed point, from the shard's base,
-// which moves as a rate.Bucket's does when a time is too far from it: one
-// pass over the shard's keys (at most 4,096 for MaxKeys up to 4 million)
-// under its lock, copying them into a new index, exact. The finer the
+// which moves when an admission's new word must count from a time too far
+// from it: one pass over the shard's keys (at most 4,096 for MaxKeys up to
+// 4 million) under its lock, copying them into a new index. The finer the
 // rate, the sooner: never in practice below ~15,000 tokens/s, every ~10
-// hours at 1e9/s, every ~2 s above ~1.6e13/s.
+// hours at 1e9/s, every ~2 s above ~1.6e13/s. As with a rate.Bucket, a
+// read at any time changes nothing and is exact, and so is a refusal. The
+// move is exact for every key whose word reaches the new base (±39 h at
+// 1e9/s, ±8.6 s at the finest unit); a key full since before that reach
+// becomes a new key, as eviction would make it, so that only a time further
+// back than the reach reads it full where it had spent tokens.
 //
 // A key whose bucket has refilled is indistinguishable from a new key, so
 // evicting it (lazily, once it has been full for IdleTimeout) never hands
@@ -119,9 +124,22 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 func (b *Buckets) stale(e, now int64) bool { return b.p.Full(e, now, b.idle) }
 
 // units returns s's index and now in units of its words, first moving the
-// index's base to now (a rebuild) if now is too far from it. The move is
-// exact unless a word does not fit relative to now (gcra.Moved says how it
-// then rounds: never to a full-forever word). The caller holds s's lock.
+// index's base to now (a rebuild) if now is too far from it. The caller
+// holds s's lock, and moves the base only to store a word that counts from
+// now (a new key's, or a key full at now: see takeLocked); reads never move
+// it (see tokensNanos).
+//
+// The move is exact for every word that fits relative to now. One that
+// does not is either before now by more than a word reaches (2^63 units,
+// 39 h at 1e9/s, 8.6 s at the finest unit): its bucket is full at every
+// time from about now minus that reach on, so it becomes a new key's word,
+// full at any time, as eviction would leave it (only a time further back
+// than the reach then reads full where the key had spent tokens); or after
+// now by more than that (a debt counted from a far later time): it
+// saturates at the longest debt a word holds (gcra.Moved). Keeping the
+// clamped word instead, as once, was wrong by the whole distance once the
+// base moved back: a key drained at t0 read 33 h in debt at t0 after
+// another key's admission 72 h later.
 func (b *Buckets) units(s *shard[struct{}], now int64) (*index[struct{}], int64) {
 	x := s.load()
 	if u, in := b.p.Units(now, x.base); in {
@@ -129,8 +147,11 @@ func (b *Buckets) units(s *shard[struct{}], now int64) (*index[struct{}], int64)
 	}
 	from := x.base
 	x = s.rebuild(len(x.slots), now, func(w int64) int64 {
-		w, _ = b.p.Moved(w, from, now)
-		return w
+		nw, exact := b.p.Moved(w, from, now)
+		if !exact && nw < 0 { // full at every time the new base reaches
+			return gcra.EMin
+		}
+		return nw
 	})
 	return x, 0
 }
@@ -215,16 +236,20 @@ func (b *Buckets) takeKey(key string, now int64, maxWait time.Duration) (wait ti
 			}
 		}
 	}
-	return b.takeLocked(s, h, now, mw)
+	return b.takeLocked(s, h, now, maxWait)
 }
 
 // takeLocked is takeKey's path under the shard's lock: key (hash h) was not
-// found, its base must move, or its index was replaced. Kept apart so that
-// the lock-free path has no deferred unlock to set up.
-func (b *Buckets) takeLocked(s *shard[struct{}], h uint64, now, mw int64) (wait time.Duration, w where, ok, of bool) {
+// found, now is too far from its shard's base, or its index was replaced.
+// Kept apart so that the lock-free path has no deferred unlock to set up.
+func (b *Buckets) takeLocked(s *shard[struct{}], h uint64, now int64, maxWait time.Duration) (wait time.Duration, w where, ok, of bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if wait, ok, done := b.takeFar(s, h, now, maxWait); done {
+		return wait, h, ok, false
+	}
 	x, u := b.units(s, now)
+	mw := b.p.ToUnits(int64(maxWait))
 	if i := x.find(h); i >= 0 { // inserted or moved meanwhile, or its base moved
 		wu, ok, _ := b.take(&x.slots[i].last, u, mw) // only the lock's holder retires
 		return b.wait(wu), h, ok, false
@@ -235,6 +260,38 @@ func (b *Buckets) takeLocked(s *shard[struct{}], h uint64, now, mw int64) (wait 
 	ne, wu, ok := b.p.Take(b.p.Initial(), u, 1, mw) // a new key's bucket is full
 	s.add(h, struct{}{}, ne)
 	return b.wait(wu), h, ok, false
+}
+
+// takeFar decides the take of a stored key (hash h) at a now too far from
+// its shard's base to count in its units, without moving the base, as a
+// rate.Bucket does (gcra.TakeFar): a refusal writes nothing, and a take
+// from a bucket not full at now starts at its word, so its new word counts
+// from the base as the old one did. It reports !done, deciding nothing,
+// when now is within reach of the base, the key is not stored, or its
+// bucket is full at now: its new word then counts from now, and the caller
+// moves the base there. The caller holds s's lock.
+func (b *Buckets) takeFar(s *shard[struct{}], h uint64, now int64, maxWait time.Duration) (wait time.Duration, ok, done bool) {
+	x := s.load()
+	if _, in := b.p.Units(now, x.base); in {
+		return 0, false, false
+	}
+	i := x.find(h)
+	if i < 0 {
+		return 0, false, false
+	}
+	p := &x.slots[i].last // lock-free takes may update it, never retire it
+	for {
+		e := p.Load()
+		ne, moved, wait, ok := b.p.TakeFar(e, x.base, now, 1, maxWait)
+		switch {
+		case !ok:
+			return wait, false, true
+		case moved:
+			return 0, false, false
+		case ne == e || p.CompareAndSwap(e, ne):
+			return wait, true, true
+		}
+	}
 }
 
 // give returns the token of a permit to its key (hash h), wherever a
@@ -406,28 +463,30 @@ func (b *Buckets) remainingAt(now int64, key string) (int, time.Duration) {
 
 // tokensNanos returns key's tokens at now, or of when key is not stored
 // and the table is full, so that its next request would go to the
-// overflow bucket.
+// overflow bucket. It never moves a base: at a time too far from it, the
+// tokens are computed there (gcra.TokensFar), exact at any distance.
 func (b *Buckets) tokensNanos(key string, now int64) (tokens float64, of bool) {
 	h := b.t.hash(key)
 	s := b.t.shardOf(h)
 	x := s.load()
 	if i := x.find(h); i >= 0 {
-		if u, in := b.p.Units(now, x.base); in {
-			if e := x.slots[i].last.Load(); e != retired {
+		if e := x.slots[i].last.Load(); e != retired {
+			if u, in := b.p.Units(now, x.base); in {
 				return b.p.Tokens(e, u), false
 			}
+			return b.p.TokensFar(e, x.base, now), false
 		}
 	}
-	// Not found (maybe only moving), now too far from the base, or the
-	// index replaced: look again under the lock.
+	// Not found (maybe only moving) or the index replaced: look again
+	// under the lock, where no word is retired.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	x, u := b.units(s, now)
+	x = s.load()
 	i := x.find(h)
 	if i < 0 {
 		return b.newKeyTokens() // evicted meanwhile
 	}
-	return b.p.Tokens(x.slots[i].last.Load(), u), false
+	return b.p.TokensFar(x.slots[i].last.Load(), x.base, now), false
 }
 
 // newKeyTokens is tokensNanos for a key not stored: a full bucket, or the
