@@ -36,7 +36,9 @@ type Config[L sluice.Limiter] struct {
 	//
 	// New is called with the key's shard locked, so that a key never gets
 	// two limiters: keep it cheap (an allocation) and do not call back into
-	// the Map from it. An error is returned, wrapped, from Get and Acquire.
+	// the Map from it. An error is returned, wrapped, from Get and Acquire;
+	// so is a *sluice.ConfigError for a nil limiter (when L is an interface
+	// type) returned without one, and nothing is stored.
 	// The Map keeps only a hash of the key; a limiter that keeps the key
 	// itself adds its length to the bytes per key.
 	New func(key string) (L, error)

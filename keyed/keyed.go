@@ -39,9 +39,19 @@ func New[L sluice.Limiter](cfg Config[L]) (*Map[L], error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyed: Config.New(OverflowKey): %w", err)
 	}
+	if any(of) == nil {
+		return nil, noLimiter("Config.New(OverflowKey)")
+	}
 	m := &Map[L]{cfg: cfg, gran: int64(cfg.IdleTimeout) / 64, overflow: of}
 	m.t.init(cfg.MaxKeys, int64(cfg.IdleTimeout), busy[L], 0)
 	return m, nil
+}
+
+// noLimiter is the error for a Config.New that returned a nil interface and
+// no error: a limiter no method can be called on. Stored, it would panic
+// far from the mistake, in the sweep of another key's insertion.
+func noLimiter(call string) error {
+	return invalid(call, nil, "returned no limiter (a nil interface) and no error")
 }
 
 // busy reports whether l holds permits or has callers waiting: such a key is
@@ -123,9 +133,15 @@ func (m *Map[L]) insert(s *shard[L], h uint64, key string, now int64) (L, *atomi
 		return m.overflow, nil, nil
 	}
 	l, err := m.cfg.New(key)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("keyed: Config.New(%.64q): %w", key, err)
+	case any(l) == nil:
+		err = noLimiter(fmt.Sprintf("Config.New(%.64q)", key))
+	}
 	if err != nil {
 		m.t.live.Add(-1)
-		return zero, nil, fmt.Errorf("keyed: Config.New(%.64q): %w", key, err)
+		return zero, nil, err
 	}
 	i := s.add(h, l, now)
 	return l, &s.load().slots[i].last, nil
