@@ -515,8 +515,9 @@ func (k bucketsKey) TryAcquire() (sluice.Permit, error) { return k.b.TryAcquire(
 func (k bucketsKey) Stats() sluice.Stats                { return k.b.Stats().Stats }
 
 // Stats reads the counters without taking any lock: Limit is the per-key
-// rate, Queued the callers waiting in Acquire; admissions and rejections
-// include the overflow bucket's.
+// rate, Queued the callers waiting in Acquire for their key's bucket (those
+// waiting in the overflow bucket are in Overflow().Stats().Queued, which
+// takes its lock); admissions and rejections include the overflow bucket's.
 func (b *Buckets) Stats() Stats {
 	st := b.t.stats()
 	st.Limit = b.rate
