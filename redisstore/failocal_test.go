@@ -170,15 +170,7 @@ func TestFailLocalWeighted(t *testing.T) {
 // for part of it and then falls to FailLocal (Redis died) waits in the
 // local limiter only for what is left, not a whole MaxWait more.
 func TestFailLocalWaitKeepsMaxWait(t *testing.T) {
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond}, false)
-	if err := s.Check(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	rs, s := ownStore(t, Config{Timeout: 20 * time.Millisecond})
 	const maxWait = 400 * time.Millisecond
 	cfg := ConcurrencyConfig{Key: "waitlocal", Limit: 1, Replicas: 1, Failure: FailLocal, MaxWait: maxWait, PollMax: 10 * time.Millisecond}
 	c := newConcurrency(t, s, cfg)
@@ -203,6 +195,7 @@ func TestFailLocalWaitKeepsMaxWait(t *testing.T) {
 				t.Fatal(err)
 			}
 			var shared sluice.Permit
+			var err error
 			for i := 0; ; i++ { // the store may still be reconnecting
 				shared, err = tc.l.TryAcquire()
 				if err == nil && tc.l.Stats().InFlight == 1 {
@@ -242,15 +235,7 @@ func TestFailLocalWaitKeepsMaxWait(t *testing.T) {
 // flight, and the local limiter must not admit its share on top of it.
 // Releasing such a lease frees its slot, to a local waiter first.
 func TestFailLocalCountsLeasesHeld(t *testing.T) {
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond}, false)
-	if err := s.Check(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	rs, s := ownStore(t, Config{Timeout: 20 * time.Millisecond})
 	cfg := ConcurrencyConfig{Key: "held", Limit: 4, Replicas: 1, Failure: FailLocal}
 	c := newConcurrency(t, s, cfg)
 	k := newKeyedConcurrency(t, s, cfg)

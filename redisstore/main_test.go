@@ -75,3 +75,20 @@ func openStore(t testing.TB, url string, cfg Config, flush bool) *Store {
 	}
 	return s
 }
+
+// ownStore opens a store with cfg on a redis-server of its own, for a test
+// that pauses or kills it, and checks that it answers. The server is
+// killed when the test ends, after the store closes.
+func ownStore(t *testing.T, cfg Config) (*redistest.Server, *Store) {
+	t.Helper()
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rs.Close)
+	s := openStore(t, rs.URL(), cfg, false)
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return rs, s
+}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/redisstore/redistest"
 )
 
 // With Redis paused the breaker opens after a few timed-out calls; the
@@ -16,15 +15,7 @@ import (
 // leave no lease to clean up. Only the calls that went out may have added
 // one.
 func TestConcurrencyOrphansOnlyFromSentCalls(t *testing.T) {
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond, BreakerThreshold: 3, BreakerCooldown: time.Minute}, false)
-	if err := s.Check(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	rs, s := ownStore(t, Config{Timeout: 20 * time.Millisecond, BreakerThreshold: 3, BreakerCooldown: time.Minute})
 	l := newConcurrency(t, s, ConcurrencyConfig{Key: "orphans", Limit: 5, TTL: time.Hour, Failure: FailClosed})
 	if err := rs.Pause(); err != nil {
 		t.Fatal(err)
@@ -123,15 +114,7 @@ func TestConcurrencyOrphansCapped(t *testing.T) {
 // none leaks for a TTL unaccounted. One flusher with room for one call:
 // with Redis paused, the first call goes out and the rest time out queued.
 func TestConcurrencyUnsentCallsNeverSent(t *testing.T) {
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond, BreakerThreshold: 1000, Pipelines: 1, MaxBatch: 1}, false)
-	if err := s.Check(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	rs, s := ownStore(t, Config{Timeout: 20 * time.Millisecond, BreakerThreshold: 1000, Pipelines: 1, MaxBatch: 1})
 	s.pending.Add(1) // never 0: every call through the one flusher, in order
 	const key = "unsent"
 	l := newConcurrency(t, s, ConcurrencyConfig{Key: key, Limit: 1000, TTL: time.Hour, Failure: FailClosed})
@@ -153,6 +136,7 @@ func TestConcurrencyUnsentCallsNeverSent(t *testing.T) {
 	// This call goes through the flusher after every earlier one was sent
 	// and answered, or skipped.
 	var p sluice.Permit
+	var err error
 	for i := 0; ; i++ {
 		if p, err = l.TryAcquire(); err == nil {
 			break
