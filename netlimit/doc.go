@@ -25,7 +25,11 @@
 //     permit hands it to Accept at once; otherwise it waits in the
 //     limiter's own queue, under that limiter's MaxQueue, discipline and
 //     MaxWait. MaxPending (default 1024) caps the connections waiting at
-//     once whatever the limiter.
+//     once whatever the limiter. A waiter counts until Accept takes its
+//     connection, not only until the limiter admits it: a rate.Bucket's
+//     permits bound no connections, and admitted ones held for a server
+//     not calling Accept would otherwise pile up unseen (Stats.Queued
+//     counts them).
 //  3. A rejected connection is written Reject (default a bare HTTP 429) and
 //     closed by a small fixed pool of goroutines (Rejecters, default 32,
 //     with a RejectQueue of 1024), within RejectTimeout (default 1s) of its
