@@ -45,6 +45,7 @@
 //	sluice_store_breaker_trips_total  counter    store    times the breaker opened
 //	sluice_store_breaker_state        gauge      store    0 closed, 1 open, 2 half-open
 //	sluice_store_replicas             gauge      store    live replicas by the heartbeat
+//	sluice_store_cross_slot_total     counter    store    merged script calls refused with CROSSSLOT
 //
 // Reasons are sluice.Reason's names (rate, limit, queue_full, queue_timeout,
 // deadline, shed, throttled, too_large, store); every one is exported from
