@@ -15,17 +15,19 @@
 //
 // The files, along the design's seams:
 //
-//   - config.go: the file's types, decoding (strict, file:line: field
-//     errors, ${ENV}) and validation;
+//   - config.go: the file's types and decoding (strict, file:line: field
+//     errors, ${ENV}); validate.go: its validation;
 //   - policy.go: a Policy built from the library; route.go: a Route built,
 //     its ReverseProxy, matching;
 //   - store.go: a shared store (StoreSpec) opened, and its metrics;
 //     shared.go: a policy's limiters in a store;
-//   - outcome.go: how a proxied request ends for the limiters (5xx and
-//     timeouts are Dropped, long-lived requests give their permits back
-//     early, as Ignore); gone.go: a client that went away before the
-//     upstream answered (its permits held until the upstream is done);
-//     deadline.go: a timeout the client sends in a header;
+//   - outcome.go: how a proxied request ends for the limiters (5xx, the
+//     upstream's 502 and 504 included, is Dropped, long-lived requests
+//     give their permits back early, as Ignore); gone.go: a client that
+//     went away before the upstream answered (its permits held until the
+//     upstream is done); deadline.go: a timeout the client sends in a
+//     header (an overload signal only from a trusted proxy); upload.go: a
+//     slow or broken-off upload, the client's (408 or 400, Ignore);
 //   - server.go: the serving state, hot reload (a new state built in full,
 //     then swapped; unchanged policies and routes are the same objects),
 //     shutdown; admin.go and metrics.go: the admin API and /metrics.
