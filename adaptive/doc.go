@@ -52,9 +52,11 @@
 //
 // # What they share
 //
-//   - A limit that is not in use does not grow (samples that started with
-//     less than half the limit in flight leave it alone), so a quiet hour
-//     does not end with MaxLimit and no protection from the first burst.
+//   - A limit that is not in use does not grow (for AIMD, Vegas and
+//     Gradient2, samples or round trips with less than half the limit in
+//     flight leave it alone; for Little, a window whose in flight never
+//     reached the limit), so a quiet hour does not end with MaxLimit and
+//     no protection from the first burst.
 //   - A burst of drops does not collapse the limit: AIMD, Vegas and Little
 //     cut once, the drops of requests admitted before a cut being answered
 //     by it; Gradient2's cut is a tenth, repeated while the old limit's
