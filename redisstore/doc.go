@@ -16,7 +16,8 @@
 // Two limiters share their state through it:
 //
 //   - Buckets: a token bucket per key, GCRA in one script on Redis's clock
-//     (TIME), so the replicas' clocks do not matter. Weighted requests;
+//     (TIME), so the replicas' clocks do not matter. Weighted requests
+//     (n over Burst is refused before any round trip: no wait admits it);
 //     a rejection carries a Retry-After rounded up, so a client that waits
 //     exactly that long is admitted; a key's TTL is its time to refill.
 //     Buckets.Key(k) is a sluice.Limiter; Buckets itself is a per-key
@@ -31,7 +32,8 @@
 // When Redis does not answer in time, each limiter follows its Failure
 // policy: FailOpen (admit), FailClosed (reject with sluice.ReasonStore, a
 // 503), or FailLocal (a limiter in the process at limit/N, N the live
-// replicas counted by a heartbeat or configured). Shared limits come back
+// replicas counted by a heartbeat, from which a closing Store withdraws,
+// or configured). Shared limits come back
 // by themselves when Redis does: the breaker lets a probe through after
 // BreakerCooldown.
 //
