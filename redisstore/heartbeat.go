@@ -59,10 +59,12 @@ func (s *Store) heartbeat() {
 	}
 }
 
-// withdraw removes the replica's announcement as the store closes, so that
-// the others stop counting it at their next heartbeat rather than 3 later
-// (their FailLocal share stays smaller meanwhile). Best effort, within the
-// store's timeout: an announcement left behind expires on its own.
+// withdraw removes the replica's announcement as the store closes: the
+// others' next count leaves it out, so that they stop counting it 2
+// heartbeats later (Replicas is the largest of the last 3 counts) rather
+// than about 5, once it expired (their FailLocal share stays smaller
+// meanwhile). Best effort, within the store's timeout: an announcement
+// left behind expires on its own.
 func (s *Store) withdraw(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
