@@ -124,10 +124,16 @@ func TestRateBounds(t *testing.T) {
 		{[]string{"-rate", "+Inf"}, "-rate must be in"},
 		{[]string{"-rate", "1e-12"}, "-burst 20 at -rate 1e-12 takes"},
 		{[]string{"-burst", "1000000000000000"}, "-burst 1000000000000000 at -rate 20 takes"},
+		// A demo the machine cannot send: the server alone takes it.
+		{[]string{"-demo", "-rate", "1e6"}, "-demo would send 2.5e+07 requests a second (10 × -rate 1e+06, and -crowd 30 at -rate/2 each), more than 20000"},
+		{[]string{"-demo", "-rate", "1000", "-crowd", "21"}, "-demo would send 20500 requests a second"},
 	} {
 		if _, err := parse(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parse(%q) = %v, want an error with %q", tc.args, err, tc.want)
 		}
+	}
+	if _, err := parse([]string{"-demo", "-rate", "1000", "-crowd", "20"}, io.Discard); err != nil {
+		t.Errorf("a demo of 20000 requests a second: %v", err)
 	}
 	slowest := strconv.FormatFloat(1/rate.MaxFill.Seconds()*(1+1e-9), 'g', -1, 64) // burst 1 refills in MaxFill
 	for _, args := range [][]string{{"-rate", "1e6"}, {"-rate", slowest, "-burst", "1"}} {
