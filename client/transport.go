@@ -51,8 +51,9 @@ type TransportStats struct {
 // it is.
 //
 // The Limiter's permit is held until the response body is closed or read to
-// the end, and released as Dropped for a 429, a 5xx or a transport error
-// (the overload signals), as Ignore when the request's context ended, and
+// the end, and released as Dropped for a 429, a 5xx, a transport error or a
+// request whose deadline passed before the answer (the overload signals),
+// as Ignore when the request's context was cancelled before the answer, and
 // as Success otherwise; the latency is the time to the response headers.
 //
 // Safe for concurrent use.
@@ -180,6 +181,11 @@ func (t *Transport) shouldRetry(req *http.Request, resp *http.Response, err erro
 
 func outcomeOf(ctx context.Context, resp *http.Response, err error) sluice.Outcome {
 	switch {
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// A timeout: the backend did not answer in the time the caller
+		// gave it, the overload signal a Throttler must not count as an
+		// accept (Ignore is one, for an answer that is no overload signal).
+		return sluice.Dropped
 	case err != nil && ctx.Err() != nil:
 		return sluice.Ignore // the caller left: the failure says nothing about the server
 	case err != nil:

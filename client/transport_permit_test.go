@@ -57,6 +57,8 @@ func TestTransportOutcomes(t *testing.T) {
 	ctx := context.Background()
 	done, cancel := context.WithCancel(ctx)
 	cancel()
+	late, cancelLate := context.WithDeadline(ctx, time.Unix(0, 0))
+	defer cancelLate()
 	resp := func(code int) *http.Response { return &http.Response{StatusCode: code} }
 	boom := errors.New("connection reset")
 	tests := []struct {
@@ -73,6 +75,8 @@ func TestTransportOutcomes(t *testing.T) {
 		{"503", ctx, resp(503), nil, sluice.Dropped},
 		{"transport error", ctx, nil, boom, sluice.Dropped},
 		{"caller gone", done, nil, context.Canceled, sluice.Ignore},
+		{"deadline passed", late, nil, context.DeadlineExceeded, sluice.Dropped},
+		{"deadline passed after the answer", late, resp(200), nil, sluice.Success},
 	}
 	for _, tt := range tests {
 		if got := outcomeOf(tt.ctx, tt.resp, tt.err); got != tt.want {
@@ -214,5 +218,42 @@ func TestTransportNilResponseIsAnError(t *testing.T) {
 	}
 	if s := tr.Stats(); s.Retries != 0 {
 		t.Errorf("stats %+v: the breach was retried", s)
+	}
+}
+
+// A request whose deadline passes before the backend answers is a timeout,
+// the overload signal the Throttler counts as no accept; only a caller that
+// left (cancelled) says nothing about the backend. Real sockets: the server
+// holds every request until the client gives up on it. Real time too: a
+// bubble's clock does not move while a goroutine waits on a socket.
+func TestTransportTimedOutAttemptIsNoAccept(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 1 }}) // never rejects
+	tr, _ := NewTransport(TransportConfig{Limiter: th, Retry: RetryPolicy{MaxAttempts: 1}})
+	defer tr.CloseIdleConnections()
+	const n = 10
+	for range n {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
+		_, err := get(t, tr, ctx, srv.URL)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want the deadline", err)
+		}
+	}
+	// n requests, no accept: P = n/(n+1). Counting each timeout as an
+	// accept gives 0, and a backend too slow to answer is never throttled.
+	if got, want := th.RejectProbabilityAt(time.Now()), float64(n)/(n+1); got != want {
+		t.Errorf("after %d timed-out requests: P = %v, want %v", n, got, want)
+	}
+	if s := th.Stats(); s.InFlight != 0 {
+		t.Errorf("%d permits in flight, want 0", s.InFlight)
 	}
 }
