@@ -66,8 +66,9 @@ func (c *RetryBudgetConfig) fill() error {
 //
 //	retries ≤ Ratio·requests + MinPerSecond·Window
 //
-// Share one budget among all the clients of one backend. Safe for concurrent
-// use. The ...At forms take the time as an argument.
+// Share one budget among all the clients of one backend. Make it with
+// NewRetryBudget: the zero value is not usable. Safe for concurrent use.
+// The ...At forms take the time as an argument.
 type RetryBudget struct {
 	ratio, floor float64 // floor = MinPerSecond × window in seconds
 

@@ -32,7 +32,8 @@ type RetryPolicy struct {
 	// Must be >= BaseDelay.
 	MaxDelay time.Duration
 	// Budget caps retries across requests. Share one among the clients of a
-	// backend. Default: a private budget with the zero RetryBudgetConfig.
+	// backend; make it with NewRetryBudget. Default: a private budget with
+	// the zero RetryBudgetConfig.
 	Budget *RetryBudget
 	// Random returns a uniform number in [0, 1) for the jitter. It must be
 	// safe for concurrent use. Default math/rand/v2.Float64.
@@ -61,6 +62,8 @@ func (p *RetryPolicy) fill() error {
 		return invalid("RetryPolicy.BaseDelay", p.BaseDelay, "must be >= 0")
 	case p.MaxDelay < p.BaseDelay:
 		return invalid("RetryPolicy.MaxDelay", p.MaxDelay, "must be >= BaseDelay ("+p.BaseDelay.String()+")")
+	case p.Budget != nil && p.Budget.w.width == 0:
+		return invalid("RetryPolicy.Budget", nil, "must be made by NewRetryBudget (a zero RetryBudget is not usable)")
 	}
 	if p.Budget == nil {
 		p.Budget, _ = NewRetryBudget(RetryBudgetConfig{}) // the defaults are valid

@@ -190,6 +190,8 @@ func TestRetryPolicyErrors(t *testing.T) {
 		{"too many attempts", RetryPolicy{MaxAttempts: 101}, "MaxAttempts"},
 		{"negative base", RetryPolicy{BaseDelay: -1}, "BaseDelay"},
 		{"max below base", RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Millisecond}, "MaxDelay"},
+		// Accepted, it divided by its zero bucket width at the first request.
+		{"budget not from NewRetryBudget", RetryPolicy{Budget: &RetryBudget{}}, "Budget"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
