@@ -121,8 +121,9 @@ type Config struct {
 	// Algorithm's) gets a wait bound anyway: LIFO otherwise leaves its
 	// oldest waiters waiting until their own deadline, to be rejected
 	// then. With MaxWait also set, the shorter bound applies. No bound
-	// applies before the first release with a latency. 0 (the default)
-	// means none.
+	// applies before the first release with a latency; from then on it
+	// applies to the waiters queued before it too. 0 (the default) means
+	// none.
 	MaxWaitServices float64
 	// Discipline is the queue order and wait rule; FIFO by default.
 	Discipline Discipline

@@ -304,7 +304,11 @@ func (c *Core) release(now int64, token uint64, o sluice.Outcome, latency time.D
 		c.inFlight--
 	}
 	if o != canceled && latency > 0 {
+		first := c.meanSvc == 0
 		c.meanSvc = ewma(c.meanSvc, int64(latency))
+		if first {
+			c.boundQueued()
+		}
 	}
 	// Deferred: the Algorithm is anyone's code, and if it panics the
 	// permit freed above must still go to a waiter, or it waits behind a

@@ -443,3 +443,31 @@ func TestCoreAlgorithm(t *testing.T) {
 		t.Errorf("limit after the algorithm answered -5 = %d, want 1 (clamped)", c.Limit())
 	}
 }
+
+// A waiter queued before the first latency has no MaxWaitServices bound.
+// Newcomers may not expire before it (the head expires first), so unless
+// it gets one once the mean service time is known, every later waiter
+// inherits "no bound" from the tail, and a queue that stands from the
+// start is never held to MaxWaitServices: the overload it is for.
+func TestCoreMaxWaitServicesQueuedBeforeFirstLatency(t *testing.T) {
+	for _, d := range []Discipline{FIFO, LIFO} {
+		t.Run(d.String(), func(t *testing.T) {
+			s := newScript(t, Config{Limit: 1, MaxQueue: 5, Discipline: d, MaxWaitServices: 1})
+			s.arrive(0, "a", 0)
+			s.arrive(1, "b", 0) // no latency seen yet: no bound so far
+			s.arrive(2, "c", 0)
+			s.release(10, 10) // S = 10 ms; the queue is non-empty since 1: until max(t+10, 1+40)
+			a := s.arrive(12, "d", 0)
+			if a.ExpiresIn != 29*time.Millisecond {
+				t.Errorf("d, queued at 12 with S known: ExpiresIn = %v, want 29ms (until 41)", a.ExpiresIn)
+			}
+			s.expire(40)
+			s.expire(41)
+			if d == FIFO {
+				s.want("0:a+ 1:b? 2:c? 10:b+ 12:d? 41:c-queue_timeout 41:d-queue_timeout")
+			} else {
+				s.want("0:a+ 1:b? 2:c? 10:c+ 12:d? 41:b-queue_timeout 41:d-queue_timeout")
+			}
+		})
+	}
+}

@@ -79,6 +79,29 @@ func (c *Core) expiryFor(now int64) (int64, sluice.Reason) {
 	return exp, why
 }
 
+// boundQueued gives the waiters queued before the first latency was seen
+// the MaxWaitServices bound they would have had with it, now that the mean
+// service time is known. Without one, every later waiter would inherit
+// "no bound" from the tail (expiry must not decrease in arrival order),
+// and a queue standing since before the first release would never be held
+// to MaxWaitServices. Both the old bounds and the new ones are
+// non-decreasing in arrival order, so their minimum is too.
+func (c *Core) boundQueued() {
+	if c.cfg.MaxWaitServices <= 0 {
+		return
+	}
+	w := c.cfg.MaxWaitServices * float64(c.meanSvc)
+	if burstFactor*w >= math.MaxInt64 {
+		return
+	}
+	for i := c.q.head; i != none; i = c.q.nodes[i].next {
+		nd := &c.q.nodes[i]
+		if e := c.codelExpiry(nd.enq, int64(w), int64(burstFactor*w)); e <= nd.expiry {
+			nd.expiry, nd.expReason = e, sluice.ReasonQueueTimeout
+		}
+	}
+}
+
 // codelExpiry is Fail at Scale's bound for a waiter arriving now (see
 // expiryFor): target once the queue has stood for interval, otherwise
 // until interval after it was last empty.

@@ -381,3 +381,43 @@ func TestMaxWaitServicesTimerFollowsFallingServiceTime(t *testing.T) {
 		}
 	})
 }
+
+// A queue that stands from the start, before any latency is known, is
+// still held to MaxWaitServices once one is: the timer is armed for
+// the waiters queued before it.
+func TestLimiterMaxWaitServicesQueuedBeforeFirstLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, Config{Limit: 1, MaxQueue: 2, MaxWaitServices: 1})
+		p := mustAcquire(t, l)
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				q, err := l.Acquire(context.Background())
+				if err == nil {
+					time.Sleep(time.Hour) // holds the permit
+					q.Release(sluice.Success, time.Hour)
+				}
+				errs <- err
+			}()
+			synctest.Wait()
+		}
+		time.Sleep(10 * time.Millisecond)
+		p.Release(sluice.Success, 10*time.Millisecond) // S = 10 ms; the first waiter in
+		// The second waiter must leave by 40 ms after the queue formed,
+		// not wait an hour behind the first.
+		time.Sleep(time.Second)
+		left := 2
+		select {
+		case err := <-errs:
+			left--
+			if !errors.Is(err, sluice.ErrQueueTimeout) {
+				t.Errorf("second waiter: %v, want ErrQueueTimeout", err)
+			}
+		default:
+			t.Error("the second waiter still waits a second after S was known; its bound was 40ms")
+		}
+		for ; left > 0; left-- {
+			<-errs
+		}
+	})
+}
