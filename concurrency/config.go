@@ -144,7 +144,9 @@ type Config struct {
 // withDefaults validates c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
 	if c.Limit == 0 && c.Algorithm != nil {
-		c.Limit = c.Algorithm.Limit()
+		if c.Limit = c.Algorithm.Limit(); c.Limit < 1 || c.Limit > MaxLimit {
+			return c, invalid("Config.Algorithm.Limit()", c.Limit, "must be 1 to "+strconv.Itoa(MaxLimit)+" (the initial limit, as Config.Limit is 0)")
+		}
 	}
 	if c.CoDelTarget == 0 {
 		c.CoDelTarget = defaultCoDelTarget

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -64,5 +65,24 @@ func TestVerdictString(t *testing.T) {
 		if got := v.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// With Limit 0 the initial limit is the Algorithm's; when that is out of
+// range, the error names the Algorithm, not a Config.Limit the caller left
+// at 0.
+func TestConfigAlgorithmLimitOutOfRange(t *testing.T) {
+	alg, err := adaptive.NewAIMD(adaptive.AIMDConfig{InitialLimit: MaxLimit + 1, MaxLimit: 2 * MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *sluice.ConfigError
+	_, err = New(Config{Algorithm: alg})
+	if !errors.As(err, &ce) || ce.Field != "Config.Algorithm.Limit()" {
+		t.Errorf("New with an Algorithm whose Limit() is %d = %v, want a ConfigError naming Config.Algorithm.Limit()", MaxLimit+1, err)
+	}
+	// A Limit the caller set is still Config.Limit.
+	if _, err = New(Config{Limit: MaxLimit + 1, Algorithm: alg}); !errors.As(err, &ce) || ce.Field != "Config.Limit" {
+		t.Errorf("New(Limit: MaxLimit+1, Algorithm) = %v, want a ConfigError naming Config.Limit", err)
 	}
 }
