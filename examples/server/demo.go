@@ -70,7 +70,7 @@ func demo(ctx context.Context, o options, s *server, out io.Writer) error {
 	for gi, g := range groups {
 		g.byStatus = map[int]int{}
 		for c := range g.clients {
-			ip := fmt.Sprintf("198.51.%d.%d", 100+gi, c+1) // an address while c < maxCrowd
+			ip := demoIP(gi, c)
 			wg.Go(func() { drive(loadCtx, client, url, ip, g, &wg) })
 		}
 	}
@@ -94,6 +94,10 @@ func demo(ctx context.Context, o options, s *server, out io.Writer) error {
 // client starts at a random point of its period: clients started together
 // would all send at the same instants, and their bursts would queue
 // whatever the server did.
+// demoIP names client c of group gi, in X-Forwarded-For: an address of
+// its own while c < maxCrowd.
+func demoIP(gi, c int) string { return fmt.Sprintf("198.51.%d.%d", 100+gi, c+1) }
+
 func drive(ctx context.Context, client *http.Client, url, ip string, g *group, wg *sync.WaitGroup) {
 	every := period(g.rps)
 	select {
