@@ -14,7 +14,8 @@
 //     overload spends little on requests it would reject anyway. It is a
 //     sluice.Limiter.
 //   - [Retrier] retries with capped exponential backoff and full jitter,
-//     waits at least as long as a server's Retry-After, gives up when the
+//     counted from a server's Retry-After when it sends one (so the clients
+//     it told the same time do not all come back at it), gives up when the
 //     wait would outlast the context's deadline, and spends a [RetryBudget]
 //     that keeps retries under 10% of requests (so an outage adds 1.1 times
 //     the load, not 3 times).

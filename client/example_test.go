@@ -123,13 +123,13 @@ func ExampleRetrier_NextAt() {
 	now := time.Now()
 	r.BeginAt(now)
 	fmt.Println(r.NextAt(now, 1, 0, time.Time{}))                         // first retry: half of 100ms
-	fmt.Println(r.NextAt(now, 2, 2*time.Second, time.Time{}))             // the server asked for 2s
+	fmt.Println(r.NextAt(now, 2, 2*time.Second, time.Time{}))             // the server asked for 2s: then half of 200ms
 	fmt.Println(r.NextAt(now, 1, time.Minute, time.Time{}))               // longer than MaxDelay
 	fmt.Println(r.NextAt(now, 1, time.Second, now.Add(time.Millisecond))) // past the deadline
 	fmt.Println(r.NextAt(now, 3, 0, time.Time{}))                         // three attempts made
 	// Output:
 	// 50ms retry
-	// 2s retry
+	// 2.1s retry
 	// 0s hint_too_long
 	// 0s past_deadline
 	// 0s no_attempts_left

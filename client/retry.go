@@ -93,8 +93,14 @@ func (d Decision) String() string {
 
 // Backoff returns the full-jitter wait before retry number retry (1 for the
 // first retry) for a uniform draw u in [0, 1): u·min(maxDelay,
-// base·2^(retry−1)), raised to the server's hint when the hint is longer.
-// ok is false when the hint is longer than maxDelay.
+// base·2^(retry−1)), counted from the server's hint when there is one, and
+// capped at maxDelay. ok is false when the hint is longer than maxDelay.
+//
+// The jitter comes after the hint, not instead of it: every client a
+// server sheds at once is told the same Retry-After (a rate limit's next
+// token, an overloaded backend's guess), and clients that all waited
+// exactly that long would come back together, the herd the hint was meant
+// to spread.
 func Backoff(base, maxDelay time.Duration, retry int, hint time.Duration, u float64) (wait time.Duration, ok bool) {
 	if hint > maxDelay {
 		return 0, false
@@ -104,7 +110,7 @@ func Backoff(base, maxDelay time.Duration, retry int, hint time.Duration, u floa
 		ceil = base << max(shift, 0)
 	}
 	wait = time.Duration(u * float64(ceil))
-	return min(max(wait, hint, 0), maxDelay), true
+	return min(max(hint, 0)+wait, maxDelay), true
 }
 
 // RetryStats counts a Retrier's work since it was created.
