@@ -46,6 +46,8 @@ const noDeadline = math.MaxInt64
 // LIFO order), and the second term counts permits still held above a limit
 // that shrank. A caller whose deadline is sooner than now + wait is rejected
 // at once with ReasonDeadline instead of waiting to miss it.
+//
+// Make one with NewCore: the zero Core has no limit to decide by.
 type Core struct {
 	cfg   Config
 	limit int
