@@ -156,11 +156,10 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 			err = timedOut(r.Context(), ctx, err)
 		}
 		if err != nil {
-			if !isRejection(err) {
-				return key, kp, gp, err
+			if isRejection(err) {
+				err = &Rejection{Err: err, PerKey: true, Key: key}
 			}
-			err = &Rejection{Err: err, PerKey: true, Key: key}
-			if !h.dryRun {
+			if !h.dryRun { // in dry run it is served, an error too
 				return key, kp, gp, err
 			}
 		}
@@ -169,7 +168,7 @@ func (h *Handler) acquire(r *http.Request) (key string, kp, gp sluice.Permit, er
 		var gerr error
 		gp, gerr = h.acquireGlobal(r.Context(), ctx, &kp)
 		if gerr != nil {
-			if !h.dryRun || !isRejection(gerr) {
+			if !h.dryRun {
 				kp.Cancel() // not served: the key's quota keeps it
 			} // in dry run it is served, and its key's limits see it
 			if isRejection(gerr) {
@@ -217,6 +216,9 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error) bool
 			h.canceled.Add(1)
 		} else {
 			h.errs.Add(1) // say, a keyed.Map whose New failed
+			if h.dryRun {
+				return true // dry run admits every request
+			}
 		}
 		h.onReject(w, r, err)
 		return false

@@ -289,6 +289,42 @@ func TestLimiterErrorsAreCounted(t *testing.T) {
 	}
 }
 
+// Dry run admits every request, one a limiter failed to decide too: the
+// error is counted, the request served.
+func TestDryRunServesLimiterErrors(t *testing.T) {
+	boom := errors.New("boom")
+	m, err := keyed.New(keyed.Config[*rate.Bucket]{New: func(key string) (*rate.Bucket, error) {
+		if key == "bad" {
+			return nil, boom
+		}
+		return rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []Config{
+		{PerKey: m, Key: HeaderKey("K"), DryRun: true},
+		{Limiter: failing{boom}, DryRun: true},
+	} {
+		h := mustNew(t, okHandler, cfg)
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("K", "bad")
+		if w := serve(h, r); w.Code != http.StatusOK {
+			t.Errorf("per key %v: dry run answered %d to a limiter's error, want 200", cfg.PerKey != nil, w.Code)
+		}
+		if s := h.Stats(); s.Errors != 1 || s.Admitted != 1 || s.WouldRejectTotal() != 0 {
+			t.Errorf("per key %v: stats %+v, want 1 error and 1 admitted", cfg.PerKey != nil, s)
+		}
+	}
+}
+
+// failing is a limiter that fails to decide.
+type failing struct{ err error }
+
+func (f failing) Acquire(context.Context) (sluice.Permit, error) { return sluice.Permit{}, f.err }
+func (f failing) TryAcquire() (sluice.Permit, error)             { return sluice.Permit{}, f.err }
+func (f failing) Stats() sluice.Stats                            { return sluice.Stats{} }
+
 // When the global limit refuses, the client's per-key token is given back:
 // a client must not pay its quota for the server's overload.
 func TestGlobalRejectionRefundsPerKeyToken(t *testing.T) {
