@@ -41,6 +41,7 @@ type Server struct {
 	queue   []*waiter // FIFO; entries that left early are skipped (gone), and dropped in leave
 	live    int       // queue entries still waiting
 	changes []*time.Timer
+	applied int // Changes applied so far, in order: see applyThrough
 
 	inside, maxInside                 atomic.Int64
 	served, errors, refused, timedOut atomic.Uint64
@@ -78,9 +79,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.initMetrics()
 	s.mu.Lock()
-	for i := range c.Changes {
-		ch := c.Changes[i]
-		s.changes = append(s.changes, time.AfterFunc(ch.At, func() { s.change(ch.Workers, ch.Service) }))
+	for i, ch := range c.Changes {
+		s.changes = append(s.changes, time.AfterFunc(ch.At, func() { s.applyThrough(i) }))
 	}
 	s.mu.Unlock()
 	return s, nil
@@ -291,14 +291,23 @@ func (s *Server) startQueued(at time.Time) {
 	}
 }
 
-func (s *Server) change(workers int, svc sim.Dist) {
+// applyThrough applies the changes up to Changes[i], in order, that are
+// not applied yet. Each change has a timer, and their callbacks race for
+// the lock: a change's timer may run after a later one's (at the same
+// time, or a moment later). Changes are in time order, so when Changes[i]
+// is due every change before it is too, and applying them in the list's
+// order, as the simulator does, leaves the last one in force.
+func (s *Server) applyThrough(i int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if workers > 0 {
-		s.workers = workers
-	}
-	if svc.Kind != "" {
-		s.svc = sim.NewSampler(svc)
+	for ; s.applied <= i; s.applied++ {
+		ch := s.cfg.Changes[s.applied]
+		if ch.Workers > 0 {
+			s.workers = ch.Workers
+		}
+		if ch.Service.Kind != "" {
+			s.svc = sim.NewSampler(ch.Service)
+		}
 	}
 	s.startQueued(time.Now())
 }
