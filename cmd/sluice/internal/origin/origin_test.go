@@ -329,3 +329,24 @@ func TestQueueBoundedByWaiters(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestClosedAnswersClosed: a request that arrives after Close is told the
+// origin closed, on a real socket, not that its queue was full.
+func TestClosedAnswersClosed(t *testing.T) {
+	s, err := New(Config{Origin: sim.Origin{Workers: 1, Queue: 10,
+		Service: sim.Dist{Kind: sim.Constant, Mean: time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	s.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(ReasonHeader); resp.StatusCode != 503 || got != ReasonClosed {
+		t.Errorf("a request after Close: %d %s, want 503 %s", resp.StatusCode, got, ReasonClosed)
+	}
+}

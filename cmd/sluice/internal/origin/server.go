@@ -153,6 +153,9 @@ func (s *Server) handle(arrived time.Time) (code int, reason string) {
 	s.mu.Unlock()
 	if !ok {
 		s.refused.Add(1)
+		if s.closed() {
+			return http.StatusServiceUnavailable, ReasonClosed
+		}
 		return http.StatusServiceUnavailable, ReasonQueueFull
 	}
 	if w != nil {
@@ -216,10 +219,8 @@ func (s *Server) handle(arrived time.Time) (code int, reason string) {
 // admit takes a worker (nil, true), a place in the queue (w, true), or
 // refuses (nil, false). s.mu is held.
 func (s *Server) admit() (*waiter, bool) {
-	select {
-	case <-s.done:
+	if s.closed() {
 		return nil, false
-	default:
 	}
 	if s.busy < s.workers {
 		s.busy++
@@ -232,6 +233,16 @@ func (s *Server) admit() (*waiter, bool) {
 	s.queue = append(s.queue, w)
 	s.live++
 	return w, true
+}
+
+// closed reports whether Close was called.
+func (s *Server) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // leave takes w out of the queue; false if a worker was handed to it
