@@ -130,3 +130,37 @@ func TestDecodeUnion(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeChainedMerge: a mapping merged in may itself merge another
+// ("<<: *b" where b is "{<<: *a, ...}"), as YAML and gopkg.in/yaml.v3
+// allow; its own keys win over what it merges.
+func TestDecodeChainedMerge(t *testing.T) {
+	var d struct {
+		Items []struct {
+			V string `yaml:"v"`
+			W string `yaml:"w"`
+		} `yaml:"items"`
+	}
+	in := "items:\n  - &a {v: a, w: x}\n  - &b {<<: *a, v: b}\n  - {<<: *b}\n  - {<<: [*b, *a]}\n  - {<<: *b, w: y}\n"
+	if _, err := Decode("f.yaml", []byte(in), &d, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range d.Items {
+		got = append(got, it.V+it.W)
+	}
+	if want := "ax bx bx bx by"; strings.Join(got, " ") != want {
+		t.Errorf("items %v, want %s", got, want)
+	}
+	opt := Options{Unions: map[reflect.Type]Union{reflect.TypeFor[shape](): {
+		Key: "kind", Names: []string{"square"},
+		New: func(string) (any, error) { return square{}, nil },
+	}}}
+	var v struct {
+		Shapes []shape `yaml:"shapes"`
+	}
+	in = "shapes:\n  - &a {kind: square, side: 3}\n  - &b {<<: *a, side: 4}\n  - {<<: *b}\n"
+	if _, err := Decode("f.yaml", []byte(in), &v, opt); err != nil || len(v.Shapes) != 3 || v.Shapes[2].area() != 16 {
+		t.Errorf("shapes %+v, %v; want the third merged from the second, side 4", v.Shapes, err)
+	}
+}

@@ -262,7 +262,9 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value, extra ...f
 }
 
 // mergePairs returns the key, value pairs a merge key's value brings: an
-// anchored mapping, or a list of them (earlier ones win).
+// anchored mapping, or a list of them (earlier ones win). A mapping that
+// has merge keys of its own brings what they bring too, after its own
+// keys, which win over them; no merge key is among the pairs returned.
 func (d *decoder) mergePairs(val *yaml.Node, path string) []*yaml.Node {
 	for val.Kind == yaml.AliasNode && val.Alias != nil {
 		val = val.Alias
@@ -272,7 +274,15 @@ func (d *decoder) mergePairs(val *yaml.Node, path string) []*yaml.Node {
 	}
 	switch val.Kind {
 	case yaml.MappingNode:
-		return val.Content
+		var own, merged []*yaml.Node
+		for i := 0; i+1 < len(val.Content); i += 2 {
+			if k := val.Content[i]; k.Tag == "!!merge" {
+				merged = append(merged, d.mergePairs(val.Content[i+1], path)...)
+			} else {
+				own = append(own, k, val.Content[i+1])
+			}
+		}
+		return append(own, merged...)
 	case yaml.SequenceNode:
 		var out []*yaml.Node
 		for _, e := range val.Content {
