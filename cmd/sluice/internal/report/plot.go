@@ -125,7 +125,7 @@ func lineStyle(c color.Color, dashes []vg.Length) *plotter.Line {
 func goodputPanel(r *Report) *plot.Plot {
 	p := plot.New()
 	k := smoothing(r)
-	p.Title.Text = fmt.Sprintf("%s: goodput (successes within the client timeout)", r.Scenario)
+	p.Title.Text = fmt.Sprintf("%s: goodput (successes within the client timeout)", Printable(r.Scenario))
 	if k > 1 {
 		p.Title.Text += fmt.Sprintf(", %s moving average", fmtSeconds(float64(k)*r.IntervalS))
 	}

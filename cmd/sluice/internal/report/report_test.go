@@ -3,8 +3,10 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -432,5 +434,31 @@ func TestJSONNamesPrintable(t *testing.T) {
 	}
 	if back.Scenario != r.Scenario || back.Policies[0].Name != r.Policies[0].Name {
 		t.Errorf("names changed: %q, %q", back.Scenario, back.Policies[0].Name)
+	}
+}
+
+// TestPlotSVGNames: names come from a file. In the SVG they are escaped
+// markup, and a control character in one, which XML does not allow even
+// escaped, must not make the whole plot unreadable.
+func TestPlotSVGNames(t *testing.T) {
+	r := sample()
+	r.Scenario = "demo\x1b</text><script>alert(1)</script>"
+	r.Policies[0].Name = "none\x07<b>"
+	var buf bytes.Buffer
+	if err := Plot(&buf, "svg", r); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&buf)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not XML: %v", err)
+		}
+		if el, ok := tok.(xml.StartElement); ok && (el.Name.Local == "script" || el.Name.Local == "b") {
+			t.Fatalf("a name made a <%s> element", el.Name.Local)
+		}
 	}
 }
