@@ -83,7 +83,25 @@ func Parse(name string, data []byte) (*File, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if err := f.checkChangesInRun(); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// checkChangesInRun refuses an origin change at or after the file's
+// duration: the run ends before it applies, so the file describes a
+// slowdown (or a loss of workers) that no run shows, most likely a typo in
+// a time. Parse checks it and Validate does not: a -duration flag may cut
+// a run short of its changes on purpose, for a quick look.
+func (f *File) checkChangesInRun() error {
+	for i, c := range f.Origin.Changes {
+		if c.At >= f.Duration {
+			return f.errorAt(fmt.Sprintf("origin.changes[%d].at", i),
+				fmt.Sprintf("must be before the end of the run (duration %v), got %v", f.Duration, c.At))
+		}
+	}
+	return nil
 }
 
 // Validate checks the file's own options and the scenario

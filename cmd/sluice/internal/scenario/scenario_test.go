@@ -154,6 +154,8 @@ func TestParseBad(t *testing.T) {
 		{"field of the wrong kind", "    algorithm: aimd\n", "    algorithm: aimd\n    rate: 10\n", "bad.yaml:24: policies[1].rate: unknown key (known here: aimd, algorithm, codel_interval, codel_target, discipline, gradient2, kind, limit, little, max_limit, max_wait, max_wait_services, min_limit, name, queue, vegas)"},
 		{"policy without a kind", "kind: adaptive", "name: kindless", `bad.yaml:22: policies[1].kind: is required (none, concurrency, adaptive, token-bucket, ticker)`},
 		{"kind from a merge key", "report:\n", "  - {<<: {kind: token-bucket}, rate: 5, limit: 3}\nreport:\n", "bad.yaml:24: policies[2].limit: unknown key (known here: burst, kind, max_wait, name, rate)"},
+		{"change after the end", "    - at: 10s\n", "    - at: 45s\n", "bad.yaml:11: origin.changes[0].at: must be before the end of the run (duration 30s), got 45s"},
+		{"change at the end", "    - at: 10s\n", "    - at: 30s\n", "bad.yaml:11: origin.changes[0].at: must be before the end of the run (duration 30s), got 30s"},
 		{"report.within negative", "within: 1s", "within: -1s", "bad.yaml:25: report.within: must be >= 0"},
 		{"two policies, one name", "    algorithm: aimd\n", "    algorithm: aimd\n  - kind: none\n  - kind: none\n", `bad.yaml:25: policies[3].name: "none" already names policies[2]: give each policy its own name (not set in the file)`},
 		// Runs too large to simulate are refused before they start.
