@@ -89,6 +89,9 @@ func (c Config) validate() (Config, error) {
 	if !ok {
 		return bad("origin.timeout", c.Timeout, timescale.TooLong(c.TimeScale))
 	}
+	if c.Timeout > 0 {
+		timeout = max(timeout, 1) // scaled below 1ns it would read as 0, none
+	}
 	c.Changes = changes
 	c.Timeout = timeout
 	c.Service = scaleDist(c.Service, c.TimeScale)

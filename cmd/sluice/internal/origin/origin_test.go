@@ -350,3 +350,20 @@ func TestClosedAnswersClosed(t *testing.T) {
 		t.Errorf("a request after Close: %d %s, want 503 %s", resp.StatusCode, got, ReasonClosed)
 	}
 }
+
+// TestTinyTimeoutStaysOn: a timeout that TimeScale shrinks below a
+// nanosecond is the shortest timeout, not none (Timeout 0), as a service
+// time so scaled is the shortest service time.
+func TestTinyTimeoutStaysOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New(Config{TimeScale: 0.5, Origin: sim.Origin{Workers: 1, Timeout: time.Nanosecond,
+			Service: sim.Dist{Kind: sim.Constant, Mean: time.Second}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if code, reason, at := call(s, time.Now()); code != 504 || at > time.Nanosecond {
+			t.Errorf("timeout 1ns at timescale 0.5: %d %q at %v, want 504 at once", code, reason, at)
+		}
+	})
+}
