@@ -114,7 +114,19 @@ func compile(rate float64, burst int64) Params {
 		k++
 	}
 	p.Shift = uint8(k)
-	p.Interval = max(1, int64(math.Round(ns*float64(uint64(1)<<k))))
+	// Rounded up, so that the bucket is never faster than rate: rounded to
+	// nearest, an interval short by a fraction of a unit admitted up to
+	// 2^-17 more than Rate·t + Burst (a token in 2^17), and nearly half
+	// again at the finest unit. The quotient is rounded up exactly (the
+	// FMA's sign is the exact remainder's), so an exact interval (rate
+	// 1e9/3: 3 ns) stays exact and a float quotient rounded down, as
+	// above 2^53 units, is not taken for the ceiling.
+	x := 1e9 * float64(uint64(1)<<k)
+	q := x / rate
+	if math.FMA(-q, rate, x) > 0 {
+		q = math.Nextafter(q, math.Inf(1))
+	}
+	p.Interval = max(1, int64(math.Ceil(q)))
 	p.Tau = p.Interval * p.Burst // wraps when !Countable: Compile drops it
 	p.Lim = 1 << (offsetBits - k)
 	return p

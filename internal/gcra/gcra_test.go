@@ -26,7 +26,8 @@ func TestCompile(t *testing.T) {
 		{"1e6/s gets sub-ns units", 1e6, 10, Rate, 7, 1000 << 7},
 		{"1e9/s", 1e9, 1, Rate, 16, 1 << 16},
 		{"1e10/s: 0.1 ns per token", 1e10, 1, Rate, 20, 104858},
-		{"1e18/s hits the finest unit", 1e18, 1, Rate, 30, 1},
+		{"1e18/s hits the finest unit, rounded up", 1e18, 1, Rate, 30, 2},
+		{"2^30·1e9/s: one unit a token", 1e9 * (1 << 30), 1, Rate, 30, 1},
 		{"1e300/s never rounds to 0", 1e300, 1, Rate, 30, 1},
 		{"1e-9/s, burst 1: 31 years per token", 1e-9, 1, Rate, 0, 1e18},
 		{"1e-9/s, burst 2: would overflow, never refills", 1e-9, 2, Zero, 0, 0},
@@ -86,6 +87,34 @@ func TestCompilePrecision(t *testing.T) {
 		eff := 1e9 * float64(uint64(1)<<p.Shift) / float64(p.Interval)
 		if rel := math.Abs(eff-r) / r; rel > 1.0/(1<<17) {
 			t.Errorf("rate %g: effective %g, relative error %.2g", r, eff, rel)
+		}
+	}
+}
+
+// The compiled rate, 1e9·2^Shift/Interval tokens a second, is never above
+// the configured one: a bucket admits at most Rate·t + Burst over any t.
+// A rounded interval (3/s: 333,333,333 ns) admitted up to 2^-17 more, a
+// token too many after 2^17 drained, and at 8e17/s a third more.
+func TestCompileNeverFaster(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	rates := []float64{3, 7e8, 1e9 / 1.4, 1e12 / 7, 8e17, 1e18}
+	for range 100_000 {
+		rates = append(rates, math.Pow(10, rng.Float64()*30-10))
+	}
+	for _, r := range rates {
+		for _, burst := range []int64{1, 1000, 1 << 31, 1 << 50} {
+			p := Compile(r, burst)
+			if p.Mode != Rate {
+				continue
+			}
+			// The tokens of one interval's worth of whole units, in
+			// exact arithmetic: 1e9·2^Shift/Interval <= r.
+			eff := new(big.Float).SetPrec(200).SetInt64(1e9)
+			eff.SetMantExp(eff, int(p.Shift)).Quo(eff, new(big.Float).SetInt64(p.Interval))
+			if eff.Cmp(big.NewFloat(r)) > 0 {
+				f, _ := eff.Float64()
+				t.Fatalf("Compile(%g, %d): shift %d interval %d, %.17g tokens/s", r, burst, p.Shift, p.Interval, f)
+			}
 		}
 	}
 }
