@@ -225,10 +225,13 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 		}
 		limit, why := waitrule.Clamp(maxWait, overWait, t, deadline)
 		nw, wu, ok := s.Take(w, u, int64(n), s.ToUnits(int64(limit)))
-		if ls != nil && !leased && (!ok || wu > 0) && ls.held() > 0 {
+		if ls != nil && !leased && (!ok || wu > 0) && (ls.held() > 0 || int64(n) > s.Burst) {
 			// The word alone cannot pay n at once, the stripes may help:
 			// join them again (a setter's drain, exact) and decide anew.
-			// Leasing resumes on the next collision.
+			// So must a request above the word's share of the burst,
+			// even with the stripes empty: the word never holds it, and
+			// AllowN of it was refused for ever. Leasing resumes on the
+			// next collision.
 			_ = b.reconfigure(t, now == live, func(*Config) {}) // the same config: valid
 			if now == live {
 				t = clock.Nanos() // not before the new state's base

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -236,4 +238,26 @@ func TestLeaseSettersRaceAdmissions(t *testing.T) {
 	if s := b.Stats(); s.Admitted != uint64(ok.Load()) {
 		t.Errorf("Stats.Admitted = %d, want %d", s.Admitted, ok.Load())
 	}
+}
+
+// A request larger than the word's share of the burst is paid once the
+// bucket has the tokens, though the stripes are empty. The word of a split
+// bucket holds at most Burst−P and stripes refill only from it, so AllowN
+// of more than that was refused for ever: it joined the stripes back only
+// while they held tokens.
+func TestLeaseLargeRequestWithEmptyStripes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBucket(t, Config{Rate: 100, Burst: 10000})
+		s, _ := b.load()
+		b.startLeasing(s)
+		for b.Allow() { // empties the word and every stripe
+		}
+		for range 3 {
+			time.Sleep(time.Hour) // far longer than 100 s to fill
+			if b.AllowN(10000) {
+				return
+			}
+		}
+		t.Fatalf("AllowN(burst) refused after 3 h idle; Tokens = %v", b.Tokens())
+	})
 }
