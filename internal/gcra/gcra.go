@@ -322,23 +322,33 @@ func satShl(d int64, k uint8) int64 {
 
 // Remaining returns what is left of a token bucket's quota for the IETF
 // RateLimit field: the whole tokens in it (none while in debt) and the time
-// until it is full again at rate, -1 if never (rate 0). A rate of
-// math.MaxFloat64 or +Inf has no limit: the burst remains, at once.
+// until it is full again at rate, rounded up, -1 if never (rate 0, or too
+// slow to refill: Zero mode). A rate of math.MaxFloat64 or +Inf has no
+// limit: the burst remains, at once.
+//
+// The time is that of the bucket Compile makes, whole units a token: at
+// 7/s a token takes 142,857,143 ns, and a reset of missing/rate (1 s for 7
+// tokens) came before the bucket was full.
 func Remaining(tokens, rate float64, burst int64) (remaining int, reset time.Duration) {
 	if rate >= math.MaxFloat64 {
 		return int(burst), 0
 	}
 	tokens = max(tokens, 0)
 	missing := float64(burst) - tokens
-	switch {
-	case missing <= 0:
+	if missing <= 0 {
 		return int(burst), 0
-	case rate <= 0:
+	}
+	p := Compile(rate, burst)
+	if p.Mode != Rate {
 		return int(tokens), -1 // no refill: the quota never comes back
 	}
-	secs := missing / rate
-	if secs >= float64(math.MaxInt64/int64(time.Second)) {
-		return int(tokens), -1
+	// The units until full are a whole number, Tau+E−now, at most Tau. The
+	// float64 tokens, the difference and the product miss it by at most
+	// 2^-51 of Tau: rounding finds it while Tau < 2^50, and above that a
+	// pad keeps the reset from coming early.
+	units := int64(math.Round(missing * float64(p.Interval)))
+	if p.Tau >= 1<<50 {
+		units += p.Tau >> 49
 	}
-	return int(tokens), time.Duration(math.Ceil(secs * float64(time.Second)))
+	return int(tokens), time.Duration((units + 1<<p.Shift - 1) >> p.Shift)
 }

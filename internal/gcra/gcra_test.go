@@ -470,3 +470,39 @@ func TestTakeOneIsTake(t *testing.T) {
 		}
 	}
 }
+
+// Remaining's reset is when the bucket the arithmetic keeps is full again,
+// never before: a client that waits it out finds the whole burst. It was
+// worked out from the configured rate, but the bucket refills at whole
+// units a token: at 7/s (142,857,143 ns a token) a burst of 7 is full at
+// 1.000000001 s, and the reset said 1 s.
+func TestRemainingResetIsWhenFull(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	rates := []float64{7, 3, 1e9 / 1.4, 1e12 / 7}
+	for range 20_000 {
+		rates = append(rates, math.Pow(10, rng.Float64()*22-9))
+	}
+	for _, r := range rates {
+		burst := []int64{1, 7, 1000, 1 << 31}[rng.IntN(4)]
+		p := Compile(r, burst)
+		if p.Mode != Rate {
+			continue
+		}
+		e := -rng.Int64N(p.Tau + 1) // 0 to burst tokens at u = 0
+		if r == 7 {
+			e = 0 // empty
+		}
+		_, reset := Remaining(p.Tokens(e, 0), r, burst)
+		if reset < 0 {
+			continue
+		}
+		if tk := p.Tokens(e, p.ToUnits(int64(reset))); tk != float64(burst) {
+			t.Fatalf("rate %g burst %d: %v tokens at the reset %v", r, burst, tk, reset)
+		}
+		// Not much later either: the float64 tokens are exact to 2^-52.
+		early := int64(reset) - 2 - (p.Tau>>48)>>p.Shift
+		if early > 0 && p.Tokens(e, p.ToUnits(early)) == float64(burst) {
+			t.Fatalf("rate %g burst %d: full at %v, before the reset %v", r, burst, time.Duration(early), reset)
+		}
+	}
+}
