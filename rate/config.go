@@ -172,13 +172,30 @@ func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) error {
 	if old != &zeroState {
 		w, parked = b.retire(old, true)
 	}
+	s.word.Store(carry(old, w, parked, s, now))
+	b.st.Store(s)
+	return nil
+}
+
+// carry returns the word of s, counted from now, that holds what word w of
+// old holds at now and parked tokens more. When both count the same units
+// a token (a join of the stripes, SetMaxWait, and most SetBurst) the word
+// itself moves, exactly; otherwise the tokens go through a float64, which
+// is exact to a unit while they are below 2^53 units. (Every carry went
+// through the float64, so every setter and join moved a large bucket by a
+// few units, and rounded a debt toward zero.)
+func carry(old *state, w, parked int64, s *state, now int64) int64 {
+	if old.Mode == gcra.Rate && s.Mode == gcra.Rate && old.Shift == s.Shift && old.Interval == s.Interval {
+		if e, exact := old.Moved(w, old.base, now); exact {
+			e = min(max(e, -old.Tau), gcra.MaxTau) // the old word's tokens at now; a debt capped as FromTokens caps it
+			return max(old.Refund(e, parked), -s.Tau)
+		}
+	}
 	tk := float64(parked) + old.TokensFar(w, old.base, now) // now may be far from the base
 	if old.Mode == gcra.Inf && s.Mode != gcra.Inf {
 		tk = float64(s.burst) // leaving Inf: start full, as a new bucket would
 	}
-	s.word.Store(s.FromTokens(tk, 0))
-	b.st.Store(s)
-	return nil
+	return s.FromTokens(tk, 0)
 }
 
 // rebase replaces s, whose word is still w, by a state that counts from

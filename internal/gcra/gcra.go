@@ -223,8 +223,10 @@ func (p *Params) FromTokens(tk float64, u int64) int64 {
 	if tk >= float64(p.Burst) {
 		return u - p.Tau
 	}
-	debt := math.Min(tk*float64(p.Interval), MaxTau)
-	return satSub(u, int64(math.Max(debt, -MaxTau)))
+	// Floor, as in Zero mode: int64() rounded a debt toward zero, and
+	// each setter forgave up to a unit of it.
+	units := math.Floor(tk * float64(p.Interval))
+	return satSub(u, int64(math.Max(math.Min(units, MaxTau), -MaxTau)))
 }
 
 // Units converts now (clock nanos) to units since base, or reports that base

@@ -189,6 +189,14 @@ func TestFromTokens(t *testing.T) {
 	if got := p.Tokens(p.FromTokens(100, 0), 0); got != 3 {
 		t.Errorf("fromTokens clamps to burst: got %v", got)
 	}
+	// A fraction of a unit rounds down, a debt included: toward zero, each
+	// setter forgave part of it.
+	q := Compile(3, 10) // 333,333,334 ns a token
+	for _, tk := range []float64{-2.5, -0.1, 0.1, 2.5} {
+		if got := q.Tokens(q.FromTokens(tk, 0), 0); got > tk {
+			t.Errorf("fromTokens(%v) holds %.17g tokens", tk, got)
+		}
+	}
 	z := Compile(0, 3)
 	if got := z.FromTokens(-0.5, 0); got != -1 {
 		t.Errorf("rate 0 rounds a debt down: got %d", got)
