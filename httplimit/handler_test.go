@@ -264,15 +264,7 @@ func TestLongKeysAreDigested(t *testing.T) {
 
 func TestLimiterErrorsAreCounted(t *testing.T) {
 	boom := errors.New("boom")
-	m, err := keyed.New(keyed.Config[*rate.Bucket]{New: func(key string) (*rate.Bucket, error) {
-		if key == "bad" {
-			return nil, boom
-		}
-		return rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := failingMap(t, boom)
 	var got error
 	h := mustNew(t, okHandler, Config{PerKey: m, Key: HeaderKey("K"), OnReject: func(w http.ResponseWriter, r *http.Request, err error) {
 		got = err
@@ -293,15 +285,7 @@ func TestLimiterErrorsAreCounted(t *testing.T) {
 // error is counted, the request served.
 func TestDryRunServesLimiterErrors(t *testing.T) {
 	boom := errors.New("boom")
-	m, err := keyed.New(keyed.Config[*rate.Bucket]{New: func(key string) (*rate.Bucket, error) {
-		if key == "bad" {
-			return nil, boom
-		}
-		return rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := failingMap(t, boom)
 	for _, cfg := range []Config{
 		{PerKey: m, Key: HeaderKey("K"), DryRun: true},
 		{Limiter: failing{boom}, DryRun: true},
@@ -316,6 +300,21 @@ func TestDryRunServesLimiterErrors(t *testing.T) {
 			t.Errorf("per key %v: stats %+v, want 1 error and 1 admitted", cfg.PerKey != nil, s)
 		}
 	}
+}
+
+// failingMap is a keyed.Map whose New fails with err for the key "bad".
+func failingMap(t *testing.T, err error) *keyed.Map[*rate.Bucket] {
+	t.Helper()
+	m, e := keyed.New(keyed.Config[*rate.Bucket]{New: func(key string) (*rate.Bucket, error) {
+		if key == "bad" {
+			return nil, err
+		}
+		return rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+	}})
+	if e != nil {
+		t.Fatal(e)
+	}
+	return m
 }
 
 // failing is a limiter that fails to decide.
