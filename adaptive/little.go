@@ -302,16 +302,16 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 // and a block of 64 that reads low grows the limit one step, which the
 // next window cuts back: workers-lost holds 1.19 × the workers in flight
 // instead of 1.18, and when the workers return the limit grows a window
-// sooner (264 rejections over TestAdaptiveBars' five seeds instead of
-// 481, counted when turned away; 95 of requests sent after the return).
+// sooner (docs/simulations.md has the rejections it saves).
 //
 // A window that began before the change mixes the latency of both sides
 // (the queue the lost workers left, then none), and such a window waits
 // to be firm, 170 successes of a lognormal service, while the limit's
-// queue overflows. So each block of 64 successes in the window is also
-// judged alone, and one that shows the limit holding demand back becomes
-// the window, the samples before it dropped: workers-lost's rejections of
-// requests sent after the return went from 95 to 62.
+// queue overflows. So the successes since the last block judged, once
+// there are 64, are also judged alone, and a block that shows the limit
+// holding demand back becomes the window, the samples before it dropped:
+// workers-lost's rejections of requests sent after the return went from
+// 95 to 62 (TestAdaptiveBars' five seeds).
 func (l *Little) held(now time.Time) bool {
 	w := &l.win
 	if l.noLoad == 0 || l.probeFrom > 0 || l.cutFrom > 0 || w.lat.n < littleWindowMin || now.Sub(w.start) < w.length {

@@ -13,12 +13,13 @@ type littleWindow struct {
 	known       stat // successes that started at <= knownAt/2 in flight
 	maxInFlight int
 	constant    bool // see Little.constant
-	// tail is the window's samples since its last block of
-	// littleWindowMin successes (see Little.held).
+	// tail is the window's samples since the last block Little.held
+	// judged (a block is judged once it has littleWindowMin successes).
 	tail littleBlock
 }
 
-// littleBlock sums a run of samples: what the held-back test reads.
+// littleBlock sums a run of samples: the successes the held-back test
+// reads, and the drops a window's close reads.
 type littleBlock struct {
 	lat      stat    // the successes' latencies, ns
 	inFlight float64 // sum of the successes' InFlight
@@ -68,11 +69,10 @@ const (
 	// littleRushAfter is how many windows in a row must show the limit
 	// holding demand back (see Little) before it grows undamped. One: each
 	// window of waiting sheds what the queue cannot hold (after workers-
-	// lost's workers return, 3 cost 536 rejections over the five seeds of
-	// TestAdaptiveBars, 1 costs 481, 264 since the first window closes
-	// early, counted when turned away; see Little.held), and a limit at
-	// the service's concurrency that reads low by the noise grows one
-	// step of (1 + Headroom), to where it aims anyway.
+	// lost's workers return, 3 shed more than 1; docs/simulations.md has
+	// the history), and a limit at the service's concurrency that reads
+	// low by the noise grows one step of (1 + Headroom), to where it aims
+	// anyway.
 	littleRushAfter = 1
 	// littleProbeSlow caps how many drop cuts in a row at the same
 	// ceiling halve the growth near it: from an eighth of a request per

@@ -58,10 +58,7 @@ func (c *Core) expiryFor(now int64) (int64, sluice.Reason) {
 		exp = satAdd(now, int64(c.cfg.MaxWait))
 	}
 	if c.cfg.MaxWaitServices > 0 && c.meanSvc > 0 {
-		e := int64(noDeadline)
-		if w := c.cfg.MaxWaitServices * float64(c.meanSvc); burstFactor*w < math.MaxInt64 {
-			e = c.codelExpiry(now, int64(w), int64(burstFactor*w))
-		}
+		e, _ := c.servicesExpiry(now)
 		// The mean service time moves, but expiry must not decrease in
 		// arrival order (the head expires first): never before the
 		// newest waiter's.
@@ -90,16 +87,27 @@ func (c *Core) boundQueued() {
 	if c.cfg.MaxWaitServices <= 0 {
 		return
 	}
-	w := c.cfg.MaxWaitServices * float64(c.meanSvc)
-	if burstFactor*w >= math.MaxInt64 {
-		return
-	}
 	for i := c.q.head; i != none; i = c.q.nodes[i].next {
 		nd := &c.q.nodes[i]
-		if e := c.codelExpiry(nd.enq, int64(w), int64(burstFactor*w)); e <= nd.expiry {
+		e, ok := c.servicesExpiry(nd.enq)
+		if !ok {
+			return // the bound is too long to count: none
+		}
+		if e <= nd.expiry {
 			nd.expiry, nd.expReason = e, sluice.ReasonQueueTimeout
 		}
 	}
+}
+
+// servicesExpiry is the MaxWaitServices bound of a waiter that arrived at
+// enq (see expiryFor), with the mean service time known; !ok (and no
+// deadline) when burstFactor × the bound overflows.
+func (c *Core) servicesExpiry(enq int64) (int64, bool) {
+	w := c.cfg.MaxWaitServices * float64(c.meanSvc)
+	if burstFactor*w >= math.MaxInt64 {
+		return noDeadline, false
+	}
+	return c.codelExpiry(enq, int64(w), int64(burstFactor*w)), true
 }
 
 // codelExpiry is Fail at Scale's bound for a waiter arriving now (see

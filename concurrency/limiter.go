@@ -263,7 +263,7 @@ func (l *Limiter) Stats() sluice.Stats {
 	admitted += fromCache
 	if st&slowBit != 0 {
 		s.InFlight = int(l.inFlight.Load())
-	} else if s.InFlight > held || !l.admittedSince(admitted) {
+	} else if held > 0 && (s.InFlight > held || !l.admittedSince(admitted)) {
 		s.InFlight -= held // held by the cache, not by a caller (cache.go)
 	}
 	// Otherwise InFlight stays the word's count, which counts the cache's
@@ -282,8 +282,8 @@ func (l *Limiter) Stats() sluice.Stats {
 	return s
 }
 
-// admittedSince reports whether Stats would count more admissions than n
-// now.
+// admittedSince reports whether Stats would count other admissions than n
+// now (more, or fewer when one was taken back meanwhile).
 func (l *Limiter) admittedSince(n uint64) bool {
 	_, a := l.snapshot()
 	_, c := l.cached()

@@ -458,7 +458,7 @@ func (b *Buckets) remainingAt(now int64, key string) (int, time.Duration) {
 		c := b.overflow.Config()
 		return gcra.Remaining(b.overflow.TokensAt(clock.ToTime(now)), c.Rate, int64(c.Burst))
 	}
-	return gcra.Remaining(tk, b.rate, b.p.Burst)
+	return b.p.Remaining(tk)
 }
 
 // tokensNanos returns key's tokens at now, or of when key is not stored

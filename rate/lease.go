@@ -38,6 +38,11 @@ import (
 // are plenty. A setter drains the stripes back into the word before
 // the new state is made from it; a rebase (the same config) hands them on.
 // A refund fills the stripes' room before the word's (see giveLeased).
+// One case does admit less: stripes that went empty refill only from the
+// word, which tops out at Burst−P, so an idle split bucket holds Burst−P
+// (9744 of 10000), and a request above that is refused once; that refusal
+// rejoins the stripes, and the bucket refills whole from then
+// (TestLeaseLargeRequestWithEmptyStripes).
 const leaseSize = 32
 
 // refilling marks a stripe whose lease is being taken from the word: in

@@ -323,24 +323,28 @@ func satShl(d int64, k uint8) int64 {
 }
 
 // Remaining returns what is left of a token bucket's quota for the IETF
-// RateLimit field: the whole tokens in it (none while in debt) and the time
-// until it is full again at rate, rounded up, -1 if never (rate 0, or too
-// slow to refill: Zero mode). A rate of math.MaxFloat64 or +Inf has no
-// limit: the burst remains, at once.
-//
-// The time is that of the bucket Compile makes, whole units a token: at
-// 7/s a token takes 142,857,143 ns, and a reset of missing/rate (1 s for 7
-// tokens) came before the bucket was full.
+// RateLimit field: Params.Remaining for the bucket Compile makes of rate
+// and burst. A caller that keeps the compiled Params calls that instead.
 func Remaining(tokens, rate float64, burst int64) (remaining int, reset time.Duration) {
-	if rate >= math.MaxFloat64 {
-		return int(burst), 0
+	return Compile(rate, burst).Remaining(tokens)
+}
+
+// Remaining returns the whole tokens in the bucket (none while in debt)
+// and the time until it is full again, rounded up, -1 if never (no refill:
+// Zero mode). A bucket of unlimited rate (Inf) has its burst, at once.
+//
+// The time is that of the compiled bucket, whole units a token: at 7/s a
+// token takes 142,857,143 ns, and a reset of missing/rate (1 s for 7
+// tokens) came before the bucket was full.
+func (p Params) Remaining(tokens float64) (remaining int, reset time.Duration) {
+	if p.Mode == Inf {
+		return int(p.Burst), 0
 	}
 	tokens = max(tokens, 0)
-	missing := float64(burst) - tokens
+	missing := float64(p.Burst) - tokens
 	if missing <= 0 {
-		return int(burst), 0
+		return int(p.Burst), 0
 	}
-	p := Compile(rate, burst)
 	if p.Mode != Rate {
 		return int(tokens), -1 // no refill: the quota never comes back
 	}

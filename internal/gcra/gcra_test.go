@@ -57,8 +57,6 @@ func TestCompile(t *testing.T) {
 	}
 }
 
-// The effective rate, 1e9*2^shift/interval, must match the configured one
-// to 2^-17 wherever the fixed point has room.
 // No pair compiles to a Tau beyond MaxTau, which keeps now−Tau from
 // wrapping; Countable names the pairs that would, and only those lose
 // their refill.
@@ -81,6 +79,8 @@ func TestCompileTauFits(t *testing.T) {
 	}
 }
 
+// The effective rate, 1e9*2^shift/interval, must match the configured one
+// to 2^-17 wherever the fixed point has room.
 func TestCompilePrecision(t *testing.T) {
 	for _, r := range []float64{1e-6, 0.3, 1, 3, 7, 333, 3e4, 1.2345e5, 1e6, 3e8, 1e9, 2.5e9, 1e10, 7.7e11, 1e13} {
 		p := Compile(r, 1000)
