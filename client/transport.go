@@ -45,7 +45,7 @@ type TransportStats struct {
 // retried only for idempotent requests as net/http defines them (GET, HEAD,
 // OPTIONS, TRACE, PUT, DELETE, or an Idempotency-Key header), since the work
 // may have been done. Retries follow the RetryPolicy: full-jitter backoff,
-// the server's Retry-After when longer, a budget across requests, no wait
+// counted from the server's Retry-After, a budget across requests, no wait
 // that would outlast the request's context deadline. When the policy says
 // stop, or the request's context is done, the last response is returned as
 // it is.
@@ -181,14 +181,12 @@ func (t *Transport) shouldRetry(req *http.Request, resp *http.Response, err erro
 
 func outcomeOf(ctx context.Context, resp *http.Response, err error) sluice.Outcome {
 	switch {
-	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// A timeout: the backend did not answer in the time the caller
-		// gave it, the overload signal a Throttler must not count as an
-		// accept (Ignore is one, for an answer that is no overload signal).
-		return sluice.Dropped
-	case err != nil && ctx.Err() != nil:
+	case err != nil && errors.Is(ctx.Err(), context.Canceled):
 		return sluice.Ignore // the caller left: the failure says nothing about the server
 	case err != nil:
+		// A failure, or a timeout: the backend did not answer in the time
+		// the caller gave it, the overload signal a Throttler must not
+		// count as an accept (Ignore is one, for no overload signal).
 		return sluice.Dropped
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return sluice.Dropped

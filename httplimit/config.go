@@ -105,9 +105,9 @@ type Config struct {
 	// DryRun admits every request, counting those that would have been
 	// rejected in Stats.WouldReject (once, by the first limiter that said
 	// no), and those a limiter failed to decide (a keyed.Map whose New
-	// failed) in Stats.Errors. In dry run the middleware never waits: it uses TryAcquire, so a
-	// request that a limiter would have queued counts as a would-be
-	// rejection. Every request still holds the permits it was granted
+	// failed) in Stats.Errors. In dry run the middleware never waits: it
+	// uses TryAcquire, so a request that a limiter would have queued
+	// counts as a would-be rejection. Every request still holds the permits it was granted
 	// (the global one too when the per-key limit said no), so concurrency
 	// and adaptive limits see the real load.
 	DryRun bool

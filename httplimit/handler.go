@@ -315,9 +315,10 @@ type Stats struct {
 	// Canceled counts requests whose wait for admission ended with their
 	// context; they were neither admitted nor rejected.
 	Canceled uint64
-	// Errors counts requests refused because a limiter failed with an
-	// error that is neither a rejection nor the context's (a keyed.Map
-	// whose New failed); they are answered 503.
+	// Errors counts requests for which a limiter failed with an error
+	// that is neither a rejection nor the context's (a keyed.Map whose New
+	// failed); they are answered 503, or in dry run served (and counted in
+	// Admitted too).
 	Errors uint64
 	// FallbackKeys counts requests for which Key found no usable key.
 	FallbackKeys uint64
@@ -346,7 +347,10 @@ func (h *Handler) Stats() Stats {
 		s.Rejected[i] = h.rejected[i].Load()
 		s.WouldReject[i] = h.wouldReject[i].Load()
 	}
-	s.Requests = s.Admitted + s.RejectedTotal() + s.Canceled + s.Errors
+	s.Requests = s.Admitted + s.RejectedTotal() + s.Canceled
+	if !h.dryRun {
+		s.Requests += s.Errors // in dry run they were served: in Admitted
+	}
 	return s
 }
 

@@ -296,8 +296,8 @@ func TestDryRunServesLimiterErrors(t *testing.T) {
 		if w := serve(h, r); w.Code != http.StatusOK {
 			t.Errorf("per key %v: dry run answered %d to a limiter's error, want 200", cfg.PerKey != nil, w.Code)
 		}
-		if s := h.Stats(); s.Errors != 1 || s.Admitted != 1 || s.WouldRejectTotal() != 0 {
-			t.Errorf("per key %v: stats %+v, want 1 error and 1 admitted", cfg.PerKey != nil, s)
+		if s := h.Stats(); s.Errors != 1 || s.Admitted != 1 || s.Requests != 1 || s.WouldRejectTotal() != 0 {
+			t.Errorf("per key %v: stats %+v, want 1 request, admitted, with 1 error", cfg.PerKey != nil, s)
 		}
 	}
 }
