@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/redisstore/redistest"
 )
 
 // deadStore is a store whose redis-server is gone (its port closed): every
@@ -15,11 +14,7 @@ import (
 // heartbeat last stored; the tests below set it as a heartbeat would.
 func deadStore(t *testing.T) *Store {
 	t.Helper()
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openStore(t, rs.URL(), Config{Timeout: 20 * time.Millisecond}, false)
+	rs, s := ownStore(t, Config{Timeout: 20 * time.Millisecond})
 	rs.Close()
 	return s
 }
@@ -163,6 +158,15 @@ func TestFailLocalWeighted(t *testing.T) {
 	p.Cancel()
 	if _, err := none.TakeN("cancel", 10); err != nil {
 		t.Errorf("TakeN(10) after the 10 taken were cancelled: %v", err)
+	}
+
+	// More than this replica's share of the burst (40 over 4 replicas),
+	// which the shared bucket holds: a rate limit, not a request too large
+	// ever to fit (which a client would never retry).
+	s.replicas.Store(4)
+	shared := newBuckets(t, s, RateConfig{Rate: 1000, Burst: 40, Failure: FailLocal})
+	if _, err := shared.TakeN("share", 15); !errors.Is(err, sluice.ErrRate) {
+		t.Errorf("TakeN(15) with a local share of 10 of a burst of 40 = %v, want a rate rejection", err)
 	}
 }
 

@@ -163,7 +163,8 @@ type leases struct {
 	mu       sync.Mutex
 	seq      uint64
 	held     map[uint64]lease // token → lease
-	sets     map[string]*setLeases
+	perSet   map[string]int   // leases held in each set (lost ones too: their work still runs)
+	adopted  map[string]*adoption
 	orphans  []lease // leases maybe in Redis that no permit holds: removed by the renewer
 	lost     uint64
 	renewals uint64 // renewal script calls Redis answered
@@ -181,19 +182,19 @@ type lease struct {
 	lost    bool
 }
 
-// setLeases are the leases this replica holds in one set, as FailLocal
-// counts them: held (lost ones too: their work still runs), and the
-// permits of the set's local limiter lc that stand for them (see adopt).
-type setLeases struct {
-	held    int
+// adoption is the permits of a set's local limiter lc that stand for the
+// leases this replica holds in the set (see adopt). Only FailLocal's
+// decisions make one: while Redis answers, a lease costs a count in perSet.
+type adoption struct {
 	lc      *localConc
-	adopted []sluice.Permit
+	permits []sluice.Permit
 }
 
 func (l *leases) start(s *Store, cfg ConcurrencyConfig) {
 	l.s, l.cfg, l.ttlMs, l.id = s, cfg, cfg.TTL.Milliseconds(), newID()
 	l.held = make(map[uint64]lease)
-	l.sets = make(map[string]*setLeases)
+	l.perSet = make(map[string]int)
+	l.adopted = make(map[string]*adoption)
 	l.quit, l.done = make(chan struct{}), make(chan struct{})
 	go l.renewer()
 }
@@ -241,12 +242,7 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 		if a[0] == 1 {
 			l.mu.Lock()
 			l.held[tok] = ls
-			st := l.sets[set]
-			if st == nil {
-				st = &setLeases{}
-				l.sets[set] = st
-			}
-			st.held++
+			l.perSet[set]++
 			l.mu.Unlock()
 			l.c.admit()
 			return sluice.NewPermit(l, tok), nil
@@ -278,16 +274,21 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 func (l *leases) adopt(set string, lc *localConc) {
 	var old []sluice.Permit
 	l.mu.Lock()
-	if st := l.sets[set]; st != nil {
-		if st.lc != lc { // the key's limiter changed (evicted and made again)
-			old, st.adopted, st.lc = st.adopted, nil, lc
+	if n := l.perSet[set]; n > 0 {
+		a := l.adopted[set]
+		if a == nil {
+			a = &adoption{lc: lc}
+			l.adopted[set] = a
 		}
-		for len(st.adopted) < st.held {
+		if a.lc != lc { // the key's limiter changed (evicted and made again)
+			old, a.permits, a.lc = a.permits, nil, lc
+		}
+		for len(a.permits) < n {
 			p, err := lc.TryAcquire()
 			if err != nil {
 				break // lc is full: it admits nothing more anyway
 			}
-			st.adopted = append(st.adopted, p)
+			a.permits = append(a.permits, p)
 		}
 	}
 	l.mu.Unlock()
@@ -355,15 +356,21 @@ func (l *leases) drop(tok uint64) {
 	ls, ok := l.held[tok]
 	delete(l.held, tok)
 	if ok {
-		st := l.sets[ls.set]
-		st.held--
-		if n := len(st.adopted); n > st.held {
-			free = st.adopted[n-1]
-			st.adopted[n-1] = sluice.Permit{}
-			st.adopted = st.adopted[:n-1]
+		n := l.perSet[ls.set] - 1
+		if n == 0 {
+			delete(l.perSet, ls.set)
+		} else {
+			l.perSet[ls.set] = n
 		}
-		if st.held == 0 && len(st.adopted) == 0 {
-			delete(l.sets, ls.set)
+		if a := l.adopted[ls.set]; a != nil {
+			if k := len(a.permits); k > n {
+				free = a.permits[k-1]
+				a.permits[k-1] = sluice.Permit{}
+				a.permits = a.permits[:k-1]
+			}
+			if n == 0 && len(a.permits) == 0 {
+				delete(l.adopted, ls.set)
+			}
 		}
 	}
 	l.mu.Unlock()

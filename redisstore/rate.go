@@ -318,7 +318,13 @@ func (b *Buckets) fail(ctx context.Context, wait bool, key string, n int, maxWai
 		r, ok := bk.Reserve(n, maxWait)
 		if !ok {
 			reason := r.Reason()
-			if reason == sluice.ReasonRate && r.Delay() >= 0 {
+			switch {
+			case reason == sluice.ReasonTooLarge:
+				// More than this replica's share of the burst, which the
+				// shared bucket holds (Allow refused n over Burst): a
+				// rate limit for now, not a request that never fits.
+				return sluice.Permit{}, sluice.RejectQuota(sluice.ReasonRate, 0)
+			case reason == sluice.ReasonRate && r.Delay() >= 0:
 				reason = why // they come, later than the wait allowed
 			}
 			return sluice.Permit{}, sluice.RejectQuota(reason, max(r.Delay(), 0))
