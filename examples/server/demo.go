@@ -89,14 +89,15 @@ func demo(ctx context.Context, o options, s *server, out io.Writer) error {
 	return nil
 }
 
+// demoIP names client c of group gi, in X-Forwarded-For: an address of
+// its own while c < maxCrowd.
+func demoIP(gi, c int) string { return fmt.Sprintf("198.51.%d.%d", 100+gi, c+1) }
+
 // drive sends requests as ip at g.rps on a fixed schedule, whether or not
 // the previous ones have finished (open loop, as real clients do). Each
 // client starts at a random point of its period: clients started together
 // would all send at the same instants, and their bursts would queue
 // whatever the server did.
-// demoIP names client c of group gi, in X-Forwarded-For: an address of
-// its own while c < maxCrowd.
-func demoIP(gi, c int) string { return fmt.Sprintf("198.51.%d.%d", 100+gi, c+1) }
 
 func drive(ctx context.Context, client *http.Client, url, ip string, g *group, wg *sync.WaitGroup) {
 	every := period(g.rps)

@@ -74,8 +74,8 @@ func summary(out string) (counts map[string][6]int, requests int) {
 // 1s demo for over a minute, growing toward the memory limit; and each is
 // named by its own address in 198.51.101.0/24, so past 255 the names are
 // not addresses and the server keys those clients by the load generator's
-// own address: -crowd 300 gave the polite crowd 103 429s. At the bound,
-// every crowd client is its own: none gets a 429.
+// own address: before the bound, -crowd 300 gave the polite crowd 103
+// 429s. At the bound, every crowd client is its own: none gets a 429.
 func TestCrowdBounds(t *testing.T) {
 	for _, n := range []string{"-1", "256", "100000000"} {
 		want := "-crowd must be in [0, 255], got " + n
@@ -88,7 +88,7 @@ func TestCrowdBounds(t *testing.T) {
 	}
 	// Each of the 255 is a client of its own to the server: a full burst
 	// from every one is served. Past 255 the names were not addresses,
-	// and the server keyed those clients as one (-crowd 300: 103 429s).
+	// and the server keyed those clients as one.
 	o, err := parse([]string{"-crowd", "255", "-work", "1ms", "-burst", "2"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)

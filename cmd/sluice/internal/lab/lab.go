@@ -71,7 +71,7 @@ type PlanOptions struct {
 // ErrUsage.
 func Plan(exps []Experiment, o PlanOptions) ([]Planned, error) {
 	timeScale, only := o.TimeScale, o.Only
-	if timeScale < 0 || timeScale > 1 {
+	if !(timeScale >= 0 && timeScale <= 1) { // NaN too
 		return nil, fmt.Errorf("%w: -timescale: must be in (0, 1], got %v", ErrUsage, timeScale)
 	}
 	if o.Duration < 0 {

@@ -207,14 +207,10 @@ func loadConfig(s sim.Scenario, url string, interval time.Duration) load.Config 
 // problem, with the error itself. A load that retries is not checked for
 // it: runPolicy runs such a scenario without its retries, or not at all.
 func checkSockets(s sim.Scenario) (field, problem string, err error) {
-	// New is the origin's own check; it starts nothing but the changes'
-	// timers, which Close stops.
-	org, err := origin.New(originConfig(s))
-	if err != nil {
+	if err := originConfig(s).Validate(); err != nil {
 		field, problem = configProblem(err, "origin")
 		return field, problem, err
 	}
-	org.Close()
 	lc := loadConfig(s, "http://127.0.0.1/", cmp.Or(s.Interval, time.Second))
 	lc.Retries = sim.Retries{}
 	if err := lc.Validate(); err != nil {

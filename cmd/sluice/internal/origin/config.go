@@ -32,6 +32,12 @@ type Config struct {
 	Seed uint64
 }
 
+// Validate reports what New would refuse in c, starting nothing.
+func (c Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
 // validate checks c and returns it with its durations scaled. Field names
 // follow the scenario file's keys (origin.workers), so that a flag and a
 // file report the same field.

@@ -29,7 +29,8 @@ import (
 // client sending a 1 ms timeout could bring down the adaptive limit that
 // every client of the route shares. Its expiry then ends its context with
 // errClientDeadline, and the outcome is what it would have been without
-// the header (reqState.Release): the upstream's answer, judged against the
+// the header (outcome, which httplimit asks about a deadline with a cause
+// of its own): the upstream's answer, judged against the
 // operator's adaptive timeout, with on_client_gone: wait; Ignore with
 // cancel, whose upstream request was closed at the deadline: nothing was
 // learned about the upstream.

@@ -153,9 +153,6 @@ func (st *reqState) Release(token uint64, o sluice.Outcome, latency time.Duratio
 		// clientFault: even a client that left after the adaptive
 		// timeout (goneOutcome) was not waiting on the upstream.
 		o = sluice.Ignore
-	case o == sluice.Dropped && st.clientDeadlinePassed():
-		// httplimit took the client's deadline for the upstream's.
-		o = st.untrustedOutcome()
 	case o == sluice.Ignore && st.clientGone():
 		o = st.goneOutcome()
 	}
@@ -245,8 +242,7 @@ func outcome(r *http.Request, status int) sluice.Outcome {
 	case st.clientDeadlinePassed():
 		// httplimit asks about a deadline that ended with its own cause
 		// (an untrusted client's; with on_client_gone: cancel, the 504
-		// is the proxy's): what the request would be without it, as
-		// Release makes it for the limiters.
+		// is the proxy's): what the request would be without it.
 		return st.untrustedOutcome()
 	}
 	return statusOutcome(status)

@@ -41,8 +41,8 @@ type upload struct {
 	body    io.ReadCloser
 	timeout time.Duration
 	cancel  context.CancelCauseFunc // the upstream request's
-	client  *http.ResponseController
-	reading atomic.Bool // in a Read of the client's body: waiting on the client
+	client  http.ResponseWriter     // its controller is made only for a slow client (expire)
+	reading atomic.Bool             // in a Read of the client's body: waiting on the client
 
 	mu        sync.Mutex
 	timer     *time.Timer
@@ -66,7 +66,7 @@ func (st *reqState) boundHeaders(r *http.Request, timeout time.Duration, cancel 
 	if r.ContentLength == 0 {
 		return
 	}
-	u := &upload{body: r.Body, timeout: timeout, cancel: cancel, client: http.NewResponseController(st.w), deadline: time.Now().Add(timeout)}
+	u := &upload{body: r.Body, timeout: timeout, cancel: cancel, client: st.w, deadline: time.Now().Add(timeout)}
 	u.mu.Lock()
 	u.timer = time.AfterFunc(timeout, u.expire)
 	u.mu.Unlock()
@@ -133,7 +133,7 @@ func (u *upload) expire() {
 	// reads what is left of it (up to 256 KiB), and would wait on the
 	// client before answering it. The connection is closed after the
 	// answer, its body unread.
-	_ = u.client.SetReadDeadline(time.Now())
+	_ = http.NewResponseController(u.client).SetReadDeadline(time.Now())
 	u.cancel(errUploadTimeout)
 }
 
