@@ -22,7 +22,8 @@
 //   - [Transport] is an http.RoundTripper that admits every attempt through
 //     any sluice.Limiter (a concurrency limit, a Throttler, sluice.All of
 //     both) and retries 429 and 503 answers and transport errors under the
-//     same policy.
+//     same policy, except the errors no retry can cure (an invalid URL, an
+//     untrusted TLS certificate), which it returns at once.
 //
 // The decisions (the throttle probability, the budget, the backoff) are pure
 // code with explicit-time forms (...At) so that the simulator can run them in

@@ -197,9 +197,12 @@ func (r *Retrier) nextCtx(ctx context.Context, attempts int, hint time.Duration)
 
 // Do calls fn until it returns nil, an error not worth retrying, the policy
 // says stop, or ctx is done; it returns fn's last error. An error is retried
-// unless it is wrapped by Permanent, is ctx's own error, or is a sluice
+// unless it is wrapped by Permanent, is ctx's own error, is a sluice
 // rejection that cannot succeed on a retry (local throttling, an unreachable
-// deadline, a request too large, a closed limiter). A *sluice.RejectError's
+// deadline, a request too large), or is an HTTP error that every retry would
+// meet again, the ones Transport returns at once (an invalid URL or request,
+// an untrusted TLS certificate, a server that does not speak TLS); such an
+// error is returned at once, as fn returned it. A *sluice.RejectError's
 // RetryAfter is honoured as the server's hint.
 //
 // If ctx ends during a wait, or during an attempt that fails with an error
@@ -234,7 +237,7 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 
 func retryable(ctx context.Context, err error) bool {
 	var pe *permanentError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) || cannotSucceed(err) {
 		return false
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {

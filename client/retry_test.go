@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -397,5 +398,54 @@ func TestDoCancelledAttemptIsNotCharged(t *testing.T) {
 		if !b.TryRetry() {
 			t.Fatalf("retry %d of 5 refused: the cancelled attempts took from the budget", i+1)
 		}
+	}
+}
+
+// TestDoPermanentHTTPErrors: an http.Client error that every retry would
+// meet again ends Do at once with that very error, without a wait or a
+// retry taken from the budget. A refused connection still is retried.
+func TestDoPermanentHTTPErrors(t *testing.T) {
+	tlsSrv := untrusted(t)
+	plain := newScript(t)
+	host := strings.TrimPrefix(plain.srv.URL, "http://")
+	tests := []struct {
+		name  string
+		url   string
+		calls int
+	}{
+		{"unsupported protocol scheme", "ftp://" + host + "/", 1},
+		{"untrusted certificate", tlsSrv.URL, 1},
+		{"HTTPS to an HTTP server", "https://" + host + "/", 1},
+		{"connection refused is retried", "http://" + refusing(t) + "/", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &http.Client{Transport: trustingNothing().base}
+				r, _ := NewRetrier(RetryPolicy{Random: func() float64 { return 0.5 }})
+				var last error
+				calls := 0
+				start := time.Now()
+				err := r.Do(t.Context(), func(ctx context.Context) error {
+					calls++
+					req, err := http.NewRequestWithContext(ctx, http.MethodGet, tt.url, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp, err := c.Do(req)
+					if err == nil {
+						resp.Body.Close()
+					}
+					last = err
+					return err
+				})
+				if err == nil || err != last {
+					t.Errorf("Do = %v, want the last attempt's error as it is (%v)", err, last)
+				}
+				if s := r.Stats(); calls != tt.calls || s.Retries != uint64(tt.calls-1) {
+					t.Fatalf("%d calls over %v, %d retries charged (err: %v); want %d calls", calls, time.Since(start), s.Retries, err, tt.calls)
+				}
+			})
+		})
 	}
 }

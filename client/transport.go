@@ -2,10 +2,13 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,11 +47,16 @@ type TransportStats struct {
 // work. A transport error (connection refused or reset, a timeout) is
 // retried only for idempotent requests as net/http defines them (GET, HEAD,
 // OPTIONS, TRACE, PUT, DELETE, or an Idempotency-Key header), since the work
-// may have been done. Retries follow the RetryPolicy: full-jitter backoff,
-// counted from the server's Retry-After, a budget across requests, no wait
-// that would outlast the request's context deadline. When the policy says
-// stop, or the request's context is done, the last response is returned as
-// it is.
+// may have been done. A transport error that every retry would meet again is
+// returned at once, as the base transport returned it: a request net/http
+// refuses to send (an unsupported protocol scheme, no host, an invalid
+// method or header), a server certificate the client does not trust (a
+// *tls.CertificateVerificationError or an x509 error), a server that does
+// not speak TLS (a tls.RecordHeaderError). Retries follow the RetryPolicy:
+// full-jitter backoff, counted from the server's Retry-After, a budget
+// across requests, no wait that would outlast the request's context
+// deadline. When the policy says stop, or the request's context is done,
+// the last response is returned as it is.
 //
 // The Limiter's permit is held until the response body is closed or read to
 // the end, and released as Dropped for a 429, a 5xx, a transport error or a
@@ -174,7 +182,7 @@ func (t *Transport) shouldRetry(req *http.Request, resp *http.Response, err erro
 		return false
 	}
 	if err != nil {
-		return idempotent(req)
+		return idempotent(req) && !cannotSucceed(err)
 	}
 	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
 }
@@ -192,6 +200,44 @@ func outcomeOf(ctx context.Context, resp *http.Response, err error) sluice.Outco
 		return sluice.Dropped
 	}
 	return sluice.Success
+}
+
+// cannotSucceed reports whether a transport error would come back the same
+// on every retry: net/http refused to send the request (an unsupported
+// protocol scheme, no host, an invalid method or header), the client does
+// not trust the server's TLS certificate, or the server does not speak TLS.
+// Retrying those only spends the budget and delays the caller's error.
+func cannotSucceed(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		cert     x509.CertificateInvalidError
+		record   tls.RecordHeaderError // https:// to a server that answers in plain HTTP
+	)
+	if errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &cert) || errors.As(err, &record) || errors.Is(err, http.ErrSchemeMismatch) {
+		return true
+	}
+	// net/http's checks of the request (Transport.roundTrip) return
+	// untyped errors: they are known by their text.
+	msg := err.Error()
+	for _, s := range invalidRequest {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+var invalidRequest = [...]string{
+	"unsupported protocol scheme",
+	"http: no Host in request URL",
+	"http: nil Request.URL",
+	"http: nil Request.Header",
+	"net/http: invalid header ",
+	"net/http: invalid trailer ",
+	"net/http: invalid method ",
 }
 
 // idempotent follows net/http's rule for replaying a request on a new

@@ -3,8 +3,12 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -364,5 +368,105 @@ func TestTransportRetriesResponseWithoutBody(t *testing.T) {
 	resp.Body.Close()
 	if s := lim.Stats(); s.InFlight != 0 {
 		t.Errorf("in flight %d after the body closed, want 0", s.InFlight)
+	}
+}
+
+// untrusted is a real loopback TLS server with a self-signed certificate
+// (httptest's).
+func untrusted(t *testing.T) *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// trustingNothing is bubbleBase trusting no root certificate, whatever the
+// machine's: a TLS handshake with untrusted fails with an x509 error, the
+// same on every attempt.
+func trustingNothing() *stamps {
+	s := bubbleBase()
+	s.base.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: x509.NewCertPool()}
+	return s
+}
+
+// refusing returns the address of a loopback port nothing listens on.
+func refusing(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestTransportPermanentErrors: a transport error that every retry would
+// meet again is returned at once, as the base transport returned it,
+// without a wait or a retry taken from the budget. A refused connection
+// still is retried.
+func TestTransportPermanentErrors(t *testing.T) {
+	tlsSrv := untrusted(t)
+	plain := newScript(t)
+	host := strings.TrimPrefix(plain.srv.URL, "http://")
+	refused := refusing(t)
+	tests := []struct {
+		name     string
+		url      string
+		header   string // a header name to set
+		attempts int
+		check    func(error) bool
+	}{
+		{"unsupported protocol scheme", "ftp://" + host + "/", "", 1, nil},
+		{"no host", "http:///path", "", 1, nil},
+		{"invalid header", plain.srv.URL, "Bad Name", 1, nil},
+		{"untrusted certificate", tlsSrv.URL, "", 1, func(err error) bool {
+			var cv *tls.CertificateVerificationError
+			var ua x509.UnknownAuthorityError
+			return errors.As(err, &cv) && errors.As(err, &ua)
+		}},
+		{"HTTPS to an HTTP server", "https://" + host + "/", "", 1, func(err error) bool {
+			var rh tls.RecordHeaderError
+			return errors.As(err, &rh)
+		}},
+		{"connection refused is retried", "http://" + refused + "/", "", 3, func(err error) bool {
+			var op *net.OpError
+			return errors.As(err, &op)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := trustingNothing()
+				tr, err := NewTransport(TransportConfig{Base: base, Retry: RetryPolicy{Random: func() float64 { return 0.5 }}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tt.url, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.header != "" {
+					req.Header[tt.header] = []string{"x"}
+				}
+				start := time.Now()
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("status %d, want a transport error", resp.StatusCode)
+				}
+				if tt.check != nil && !tt.check(err) {
+					t.Errorf("err = %v (%T), not the error expected", err, err)
+				}
+				retries := uint64(tt.attempts - 1)
+				if st := tr.Stats(); len(base.at) != tt.attempts || st.Retries != retries {
+					t.Fatalf("%d attempts over %v, %d retries charged (err: %v); want %d attempts",
+						len(base.at), time.Since(start), st.Retries, err, tt.attempts)
+				}
+				if tt.attempts == 1 && time.Since(start) != 0 {
+					t.Fatalf("returned after %v, want at once", time.Since(start))
+				}
+			})
+		})
 	}
 }
