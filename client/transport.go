@@ -61,8 +61,9 @@ type TransportStats struct {
 // The Limiter's permit is held until the response body is closed or read to
 // the end, and released as Dropped for a 429, a 5xx, a transport error or a
 // request whose deadline passed before the answer (the overload signals),
-// as Ignore when the request's context was cancelled before the answer, and
-// as Success otherwise; the latency is the time to the response headers.
+// as Ignore when the request's context was cancelled before the answer or
+// the transport error is one no retry can cure (see above), and as Success
+// otherwise; the latency is the time to the response headers.
 //
 // Safe for concurrent use.
 type Transport struct {
@@ -191,6 +192,8 @@ func outcomeOf(ctx context.Context, resp *http.Response, err error) sluice.Outco
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.Canceled):
 		return sluice.Ignore // the caller left: the failure says nothing about the server
+	case err != nil && cannotSucceed(err):
+		return sluice.Ignore // a bad request or TLS setup, not a server short of capacity
 	case err != nil:
 		// A failure, or a timeout: the backend did not answer in the time
 		// the caller gave it, the overload signal a Throttler must not

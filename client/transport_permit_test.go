@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net/http"
@@ -74,6 +76,8 @@ func TestTransportOutcomes(t *testing.T) {
 		{"500", ctx, resp(500), nil, sluice.Dropped},
 		{"503", ctx, resp(503), nil, sluice.Dropped},
 		{"transport error", ctx, nil, boom, sluice.Dropped},
+		{"untrusted certificate", ctx, nil, &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, sluice.Ignore},
+		{"unsupported protocol scheme", ctx, nil, errors.New(`unsupported protocol scheme "ftp"`), sluice.Ignore},
 		{"caller gone", done, nil, context.Canceled, sluice.Ignore},
 		{"deadline passed", late, nil, context.DeadlineExceeded, sluice.Dropped},
 		{"deadline passed after the answer", late, resp(200), nil, sluice.Success},
@@ -256,4 +260,30 @@ func TestTransportTimedOutAttemptIsNoAccept(t *testing.T) {
 	if s := th.Stats(); s.InFlight != 0 {
 		t.Errorf("%d permits in flight, want 0", s.InFlight)
 	}
+}
+
+// A transport error that no retry can cure says nothing about the
+// backend's load: its permit is released as Ignore. Released as Dropped,
+// it raised a Throttler's rejection probability, and the caller's next
+// requests were throttled locally: a certificate error turned into
+// sluice.ErrThrottled, for this backend and every other request to it.
+func TestTransportPermanentErrorIsNoOverloadSignal(t *testing.T) {
+	tlsSrv := untrusted(t)
+	synctest.Test(t, func(t *testing.T) {
+		th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0 }}) // rejects whenever P > 0
+		tr, _ := NewTransport(TransportConfig{Base: trustingNothing(), Limiter: th})
+		for i := range 3 {
+			_, err := get(t, tr, t.Context(), tlsSrv.URL)
+			var cv *tls.CertificateVerificationError
+			if !errors.As(err, &cv) {
+				t.Fatalf("request %d: err = %v, want the certificate error", i+1, err)
+			}
+		}
+		if p := th.RejectProbabilityAt(time.Now()); p != 0 {
+			t.Errorf("after 3 certificate errors: P = %v, want 0", p)
+		}
+		if s := th.Stats(); s.InFlight != 0 {
+			t.Errorf("%d permits in flight, want 0", s.InFlight)
+		}
+	})
 }
