@@ -43,11 +43,11 @@ type TransportStats struct {
 // sluice.Limiter and retries the ones the server turned away.
 //
 // A response is retried when it is 429 or 503 and the request body can be
-// sent again (no body, or GetBody set): the server says it did not do the
-// work. A transport error (connection refused or reset, a timeout) is
-// retried only for idempotent requests as net/http defines them (GET, HEAD,
-// OPTIONS, TRACE, PUT, DELETE, or an Idempotency-Key header), since the work
-// may have been done. A transport error that every retry would meet again is
+// sent again (no body, or a GetBody that does not fail): the server says it
+// did not do the work. A transport error (connection refused or reset, a
+// timeout) is retried only when the body can be sent again and the request
+// is idempotent as net/http defines them (GET, HEAD, OPTIONS, TRACE, PUT,
+// DELETE, or an Idempotency-Key header), since the work may have been done. A transport error that every retry would meet again is
 // returned at once, as the base transport returned it: a request net/http
 // refuses to send (an unsupported protocol scheme, no host, an invalid
 // method or header), a server certificate the client does not trust (a
@@ -107,12 +107,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	attemptReq := req
 	for attempts := 1; ; attempts++ {
-		if attempts > 1 {
-			var err error
-			if attemptReq, err = rewind(req); err != nil {
-				return nil, err
-			}
-		}
 		permit := sluice.Permit{}
 		if t.limiter != nil {
 			var err error
@@ -138,19 +132,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		outcome := outcomeOf(ctx, resp, err)
 
 		if replayable && t.shouldRetry(req, resp, err) {
-			hint := time.Duration(0)
-			if resp != nil {
-				hint, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-			}
-			if wait, d := t.retrier.nextCtx(ctx, attempts, hint); d == Retry {
+			// The next attempt's body first: when GetBody fails, the
+			// request cannot be sent again, and the retries end before
+			// one is charged or waited for.
+			if next, rerr := rewind(req); rerr == nil {
+				hint := time.Duration(0)
 				if resp != nil {
-					drain(resp.Body)
+					hint, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 				}
-				permit.Release(outcome, latency)
-				if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
-					return nil, cerr
+				if wait, d := t.retrier.nextCtx(ctx, attempts, hint); d == Retry {
+					if resp != nil {
+						drain(resp.Body)
+					}
+					permit.Release(outcome, latency)
+					if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
+						closeBody(next)
+						return nil, cerr
+					}
+					attemptReq = next
+					continue
 				}
-				continue
+				closeBody(next)
 			}
 		}
 		if err != nil {

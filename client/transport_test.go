@@ -233,6 +233,19 @@ func TestTransportDoesNotRetryUnsafe(t *testing.T) {
 			}
 		})
 	})
+	t.Run("PUT without GetBody after a dropped connection", func(t *testing.T) {
+		srv := newScript(t, reply{hangUp: true})
+		synctest.Test(t, func(t *testing.T) {
+			tr, _ := NewTransport(TransportConfig{Base: bubbleBase()})
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.srv.URL, io.NopCloser(bytes.NewBufferString("x")))
+			if _, err := tr.RoundTrip(req); err == nil {
+				t.Fatal("no error, want the transport error: the body cannot be sent again")
+			}
+			if n, s := len(srv.hits()), tr.Stats(); n != 1 || s.Retries != 0 {
+				t.Fatalf("%d attempts, stats %+v; want 1 and no retry", n, s)
+			}
+		})
+	})
 	t.Run("POST after a dropped connection", func(t *testing.T) {
 		srv := newScript(t, reply{hangUp: true})
 		synctest.Test(t, func(t *testing.T) {
@@ -465,6 +478,44 @@ func TestTransportPermanentErrors(t *testing.T) {
 				}
 				if tt.attempts == 1 && time.Since(start) != 0 {
 					t.Fatalf("returned after %v, want at once", time.Since(start))
+				}
+			})
+		})
+	}
+}
+
+// A body whose GetBody fails cannot be sent again: the retries end there,
+// and the caller gets the last answer at once, with no retry charged. The
+// retry was decided and charged, the backoff slept, then GetBody's error
+// replaced the server's answer.
+func TestTransportGetBodyFails(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		reply reply
+	}{
+		{"after a 503", reply{status: 503, retryAfter: "1"}},
+		{"after a dropped connection", reply{hangUp: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newScript(t, tt.reply)
+			synctest.Test(t, func(t *testing.T) {
+				tr, _ := NewTransport(TransportConfig{Base: bubbleBase()})
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.srv.URL, strings.NewReader("x"))
+				spent := errors.New("body already spent")
+				req.GetBody = func() (io.ReadCloser, error) { return nil, spent }
+				start := time.Now()
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				if errors.Is(err, spent) || time.Since(start) != 0 || len(srv.hits()) != 1 {
+					t.Fatalf("RoundTrip = %v after %v and %d attempts; want the server's answer at once", err, time.Since(start), len(srv.hits()))
+				}
+				if tt.reply.status != 0 && (err != nil || resp.StatusCode != tt.reply.status) {
+					t.Fatalf("RoundTrip = %v, %v; want the %d", resp, err, tt.reply.status)
+				}
+				if s := tr.Stats(); s.Retries != 0 {
+					t.Fatalf("stats %+v, want no retry charged", s)
 				}
 			})
 		})
