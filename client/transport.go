@@ -46,17 +46,19 @@ type TransportStats struct {
 // sent again (no body, or a GetBody that does not fail): the server says it
 // did not do the work. A transport error (connection refused or reset, a
 // timeout) is retried only when the body can be sent again and the request
-// is idempotent as net/http defines them (GET, HEAD, OPTIONS, TRACE, PUT,
-// DELETE, or an Idempotency-Key header), since the work may have been done. A transport error that every retry would meet again is
-// returned at once, as the base transport returned it: a request net/http
-// refuses to send (an unsupported protocol scheme, no host, an invalid
-// method or header), a server certificate the client does not trust (a
-// *tls.CertificateVerificationError or an x509 error), a server that does
-// not speak TLS (a tls.RecordHeaderError). Retries follow the RetryPolicy:
-// full-jitter backoff, counted from the server's Retry-After, a budget
-// across requests, no wait that would outlast the request's context
-// deadline. When the policy says stop, or the request's context is done,
-// the last response is returned as it is.
+// is idempotent, since the work may have been done: GET, HEAD, OPTIONS,
+// TRACE, PUT or DELETE (RFC 9110's idempotent methods; net/http itself
+// replays only the first four), or any request with an Idempotency-Key or
+// X-Idempotency-Key header, as in net/http. A transport error that every
+// retry would meet again is returned at once, as the base transport returned
+// it: a request net/http refuses to send (an unsupported protocol scheme, no
+// host, an invalid method or header), a server certificate the client does
+// not trust (a *tls.CertificateVerificationError or an x509 error), a server
+// that does not speak TLS (a tls.RecordHeaderError). Retries follow the
+// RetryPolicy: full-jitter backoff, counted from the server's Retry-After, a
+// budget across requests, no wait that would outlast the request's context
+// deadline. When the policy says stop, or the request's context is done, the
+// last response is returned as it is.
 //
 // The Limiter's permit is held until the response body is closed or read to
 // the end, and released as Dropped for a 429, a 5xx, a transport error or a
@@ -245,8 +247,9 @@ var invalidRequest = [...]string{
 	"net/http: invalid method ",
 }
 
-// idempotent follows net/http's rule for replaying a request on a new
-// connection.
+// idempotent is RFC 9110's rule (section 9.2.2) plus net/http's
+// Idempotency-Key convention. It is wider than net/http's own rule for
+// replaying a request on a new connection, which leaves out PUT and DELETE.
 func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
