@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -519,5 +520,34 @@ func TestTransportGetBodyFails(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A timeout of one attempt, with the caller's deadline still ahead, is
+// transient: the request is retried, and the second attempt answers. Real
+// time: a bubble's clock does not move while the transport waits on a
+// socket.
+func TestTransportRetriesAnAttemptThatTimedOut(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			<-r.Context().Done() // hold the first attempt until the client gives up on it
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	base := &http.Transport{ResponseHeaderTimeout: 10 * time.Millisecond}
+	defer base.CloseIdleConnections()
+	tr, _ := NewTransport(TransportConfig{Base: base, Retry: RetryPolicy{BaseDelay: time.Microsecond}})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	resp, err := get(t, tr, ctx, srv.URL)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v, want the second attempt's 200", err)
+	}
+	resp.Body.Close()
+	if s := tr.Stats(); resp.StatusCode != 200 || hits.Load() != 2 || s.Retries != 1 {
+		t.Fatalf("status %d after %d attempts, stats %+v; want 200 after 2", resp.StatusCode, hits.Load(), s)
 	}
 }
