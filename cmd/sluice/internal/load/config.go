@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -230,6 +231,16 @@ func (c Config) validate() (Config, error) {
 	}
 	var hosts []string // under "Host", or a key that is not canonical
 	for k, vs := range c.Header {
+		// net/http refuses to send a request with either, and every
+		// request of the run would fail.
+		if !validToken(k) {
+			return bad("header", strconv.Quote(k+": "+strings.Join(vs, ", ")), "not a header field name")
+		}
+		for _, v := range vs {
+			if !validHeaderValue(v) {
+				return bad("header", strconv.Quote(k+": "+v), "a header value holds no control characters but tab")
+			}
+		}
 		if http.CanonicalHeaderKey(k) == "Host" {
 			hosts = append(hosts, vs...)
 		}
@@ -292,6 +303,17 @@ func validToken(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// validHeaderValue reports whether net/http sends v as a field value: no
+// control character but a tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func loopbackHost(h string) bool {

@@ -212,6 +212,11 @@ func TestConfigErrors(t *testing.T) {
 		{"load.client_workers", func(c *Config) { c.ClientWorkers = 1 << 62 }},
 		{"header", func(c *Config) { c.Header = http.Header{"Host": {"a.example", "b.example"}} }},
 		{"header", func(c *Config) { c.Header = http.Header{"Host": {"a.example"}, "host": {"b.example"}} }},
+		// net/http refuses to send these: every request failed as
+		// "other", and the run still passed for a run.
+		{"header", func(c *Config) { c.Header = http.Header{"Bad(Name": {"x"}} }},
+		{"header", func(c *Config) { c.Header = http.Header{"X-Ok": {"a\nb"}} }},
+		{"header", func(c *Config) { c.Header = http.Header{"X-Ok": {"a\x00b"}} }},
 		{"timescale", func(c *Config) { c.TimeScale = -1 }},
 		// Scaled past what a time.Duration holds, they wrapped negative:
 		// the timeout was off, the step and the burst came at once.
