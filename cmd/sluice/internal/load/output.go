@@ -57,6 +57,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	if r.Interrupted {
 		b.WriteString(" INTERRUPTED")
+		if r.Stopped > 0 {
+			fmt.Fprintf(&b, " at %v (rates over the part run)", r.Stopped)
+		}
 	}
 	b.WriteString("\n\n")
 	timeout := "no timeout"

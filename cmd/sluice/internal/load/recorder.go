@@ -223,30 +223,35 @@ func (r *recorder) progress() (sent, good, rej, fail int64) {
 	return
 }
 
-// result completes the Result; call it once every request has ended.
-func (r *recorder) result() *Result {
+// result completes the Result; call it once every request has ended. The
+// schedule ran up to end (Duration, or where an interruption stopped it):
+// the rates are per second of the window up to end, and the series stops
+// there.
+func (r *recorder) result(end time.Duration) *Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := r.res
 	c := r.cfg
-	window := (c.Duration - c.Warmup).Seconds()
+	end = min(end, c.Duration)
 	res.Duration, res.Warmup, res.Timeout, res.Clients = c.Duration, c.Warmup, c.Timeout, c.Clients
 	res.LateAfter = c.LateAfter
-	res.Goodput = float64(res.Good) / window
-	res.Offered = float64(res.Planned) / window
-	res.Throughput = float64(r.finished) / window
+	if window := (end - c.Warmup).Seconds(); window > 0 { // stopped in the warm-up: nothing measured
+		res.Goodput = float64(res.Good) / window
+		res.Offered = float64(res.Planned) / window
+		res.Throughput = float64(r.finished) / window
+	}
 	res.SendLag = percentiles(r.lag)
 	res.Latency = percentiles(r.lat)
 	res.Success = percentiles(r.ok)
 	res.Rejection = percentiles(r.rej)
 	res.Failure = percentiles(r.fail)
-	res.Series = make([]Point, len(r.pts))
-	for i := range r.pts {
+	n := min(int((end+c.Interval-1)/c.Interval), len(r.pts))
+	res.Series = make([]Point, n)
+	for i := range n {
 		p := &r.pts[i]
-		end := time.Duration(i+1) * c.Interval
-		w := (min(end, c.Duration) - time.Duration(i)*c.Interval).Seconds()
+		w := (min(time.Duration(i+1)*c.Interval, end) - time.Duration(i)*c.Interval).Seconds()
 		pt := Point{
-			T:        end,
+			T:        time.Duration(i+1) * c.Interval,
 			Offered:  float64(p.planned) / w,
 			Sent:     float64(p.sent) / w,
 			Goodput:  float64(p.good) / w,
@@ -262,8 +267,8 @@ func (r *recorder) result() *Result {
 		}
 		res.Series[i] = pt
 	}
-	for i, n := range r.completions {
-		w := (min(time.Duration(i+1)*c.Interval, c.Duration) - time.Duration(i)*c.Interval).Seconds()
+	for i, n := range r.completions[:n] {
+		w := (min(time.Duration(i+1)*c.Interval, end) - time.Duration(i)*c.Interval).Seconds()
 		res.Series[i].Throughput = float64(n) / w
 	}
 	return &res

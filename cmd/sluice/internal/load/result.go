@@ -18,6 +18,11 @@ type Result struct {
 	Clients  int           `json:"clients"`
 	// Interrupted is true when the run's context ended it early.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Stopped, when the run was interrupted mid-schedule, is where the
+	// schedule stopped (the intended send time of the first request not
+	// planned): the rates are then per second of the window from Warmup
+	// to Stopped, and the series ends there.
+	Stopped time.Duration `json:"stopped,omitempty"`
 
 	// Goodput is 2xx responses within Timeout per second: the headline.
 	Goodput float64 `json:"goodput"`

@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	start := time.Now()
 	stopProgress := r.progress(start)
-	interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, c.Seed), start)
+	stopped, interrupted := r.send(ctx, reqCtx, newSchedule(c.Load, c.Seed), start)
 	r.drain(ctx, cancel)
 	stopProgress()
 	// The schedule may be over when ctx ends, during the final wait: the
@@ -67,10 +67,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Unfinished), and the run is as interrupted as one stopped mid-send.
 	interrupted = interrupted || ctx.Err() != nil
 
-	res := rec.result()
+	// A run stopped mid-schedule has rates over the part it ran: over
+	// the whole Duration, a run of 100/s stopped after a second showed
+	// 100 requests over the minute it was to last.
+	res := rec.result(stopped)
 	res.URL, res.Start = c.URL, start
 	if interrupted {
 		res.Interrupted = true
+		if stopped < c.Duration {
+			res.Stopped = stopped
+		}
 		return res, ctx.Err()
 	}
 	return res, nil
@@ -88,15 +94,17 @@ type runner struct {
 	spare       atomic.Int64 // workers idle less jobs waiting; see send
 }
 
-// send runs the schedule; it reports whether ctx ended it.
-func (r *runner) send(ctx, reqCtx context.Context, s *schedule, start time.Time) (interrupted bool) {
+// send runs the schedule; it reports whether ctx ended it, and where: the
+// intended send time of the first request it did not plan (Duration when
+// it ran to the end).
+func (r *runner) send(ctx, reqCtx context.Context, s *schedule, start time.Time) (stopped time.Duration, interrupted bool) {
 	c := r.cfg
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for k := 0; ; k++ {
 		off, ok := s.Next()
 		if !ok || off >= c.Duration {
-			return false
+			return c.Duration, false
 		}
 		due := start.Add(off)
 		if wait := time.Until(due); wait > 0 {
@@ -106,10 +114,10 @@ func (r *runner) send(ctx, reqCtx context.Context, s *schedule, start time.Time)
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
-				return true
+				return off, true
 			}
 		} else if k&255 == 0 && ctx.Err() != nil {
-			return true
+			return off, true
 		}
 		lag := time.Since(due)
 		if r.outstanding.Load() >= int64(c.ClientWorkers) || (c.Timeout > 0 && lag >= c.Timeout) {

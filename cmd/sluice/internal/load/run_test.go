@@ -543,3 +543,44 @@ func TestRunLongestTimeout(t *testing.T) {
 		t.Errorf("sent %d: %d 2xx, %d unfinished; want every one answered", res.Sent, res.OK, res.Unfinished)
 	}
 }
+
+// TestRunInterruptedRates: the rates of a run stopped mid-schedule are per
+// second of the part of the schedule it ran, up to where it stopped, and
+// so is the series: a run of 100/s stopped after a tenth of a second
+// offered 100/s, not 10 requests over the minute it was to last.
+func TestRunInterruptedRates(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var n atomic.Int64
+	url := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		if n.Add(1) == 10 {
+			cancel()
+		}
+	}))
+	res, err := Run(ctx, Config{URL: url, Load: sim.Load{Rate: 100}, Duration: time.Minute, Interval: 50 * time.Millisecond})
+	if !errors.Is(err, context.Canceled) || res == nil || !res.Interrupted {
+		t.Fatalf("err %v; want context.Canceled and Interrupted", err)
+	}
+	// Constant arrivals every 10 ms from 0: the schedule stopped at the
+	// first send it did not plan.
+	if want := time.Duration(res.Planned) * 10 * time.Millisecond; res.Planned < 10 || res.Stopped != want {
+		t.Fatalf("planned %d, stopped at %v; want at least 10 planned and stopped at %v", res.Planned, res.Stopped, want)
+	}
+	window := res.Stopped.Seconds()
+	if math.Abs(res.Offered-100) > 1e-9 || res.Goodput != float64(res.Good)/window {
+		t.Errorf("offered %v/s, goodput %v/s (%d good); want 100/s and %v/s: over the %v the schedule ran",
+			res.Offered, res.Goodput, res.Good, float64(res.Good)/window, res.Stopped)
+	}
+	if want := int((res.Stopped + 50*time.Millisecond - 1) / (50 * time.Millisecond)); len(res.Series) != want {
+		t.Fatalf("%d points; want %d, up to %v", len(res.Series), want, res.Stopped)
+	}
+	for i, p := range res.Series {
+		if math.Abs(p.Offered-100) > 1e-9 {
+			t.Errorf("point %d: offered %v/s, want 100/s", i, p.Offered)
+		}
+	}
+	var text strings.Builder
+	if err := res.WriteText(&text); err != nil || !strings.Contains(text.String(), "INTERRUPTED at "+res.Stopped.String()) {
+		t.Errorf("summary does not say where the run stopped (%v):\n%s", err, text.String())
+	}
+}
