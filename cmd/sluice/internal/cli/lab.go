@@ -170,6 +170,10 @@ func runCapacity(e env, args []string) int {
 	defer stop()
 	measure := lab.StepMeasure(url, slo, *step, *timeout, e.stderr)
 	steps, best, err := lab.Search{Start: *start, Max: *maxRate, Precision: *precision}.Find(ctx, slo, measure)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(e.stderr, "sluice lab capacity: interrupted")
+		return ExitFail
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice lab capacity: %v\n", err)
 		return ExitFail

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,6 +100,29 @@ func TestLabSimOnly(t *testing.T) {
 	for _, f := range []string{"lab.html", "lab.json"} {
 		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestStoppedIsNotUnreachable: Ctrl-C as sluice load or lab capacity
+// starts is an interruption (exit 1, saying so), not an unreachable URL
+// nor bad usage.
+func TestStoppedIsNotUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	defer func(f func() (context.Context, context.CancelFunc)) { signalContext = f }(signalContext)
+	signalContext = func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // Ctrl-C at once
+		return ctx, cancel
+	}
+	for _, args := range [][]string{
+		{"load", "-rate", "10", "-duration", "1s", srv.URL},
+		{"lab", "capacity", "-step", "200ms", srv.URL},
+	} {
+		code, _, stderr := run(args...)
+		if code != ExitFail || !strings.Contains(stderr, "interrupted") || strings.Contains(stderr, "unreachable") {
+			t.Errorf("%q stopped at once: exit %d, stderr %q; want exit %d, interrupted", args, code, stderr, ExitFail)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -142,6 +143,9 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	switch {
 	case res == nil && errors.Is(err, load.ErrUnreachable):
 		fmt.Fprintf(e.stderr, "sluice load: %v\n", err)
+		return ExitFail
+	case res == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		fmt.Fprintln(e.stderr, "sluice load: interrupted before the first send")
 		return ExitFail
 	case res == nil && err != nil:
 		return configError(fs, err) // the config: nothing was sent

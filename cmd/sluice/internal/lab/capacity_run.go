@@ -107,10 +107,10 @@ func WriteRecommendationJSON(w io.Writer, r Recommendation) error {
 // did idle: a step past capacity leaves a queue behind (the service works
 // on requests whose clients gave up), and the next step must not measure
 // it. It probes one request at a time, for at most a minute.
-func drain(ctx context.Context, url string, quiet *time.Duration) error {
+func drain(parent context.Context, url string, quiet *time.Duration) error {
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(parent, time.Minute)
 	defer cancel()
 	for i := 0; ; i++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -120,6 +120,9 @@ func drain(ctx context.Context, url string, quiet *time.Duration) error {
 		start := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
+			if err := parent.Err(); err != nil {
+				return err // stopped (Ctrl-C), not unreachable
+			}
 			if ctx.Err() != nil && i > 0 {
 				return nil // still busy after a minute: measure anyway
 			}
@@ -136,7 +139,7 @@ func drain(ctx context.Context, url string, quiet *time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return parent.Err() // nil after a minute: measure anyway
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
 )
 
 func TestParseSLO(t *testing.T) {
@@ -143,5 +147,21 @@ func TestSearchBehindIsNotMet(t *testing.T) {
 	st := Step{Sent: 100, Successes: 100, QuantileMs: 1, Behind: true}
 	if st.Meets(slo) {
 		t.Fatal("a step the generator could not keep met the SLO")
+	}
+}
+
+// TestStepMeasureStopped: a step stopped by Ctrl-C (a cancelled context),
+// whether in the wait for the service to drain or as the load starts, is
+// the stop, not an unreachable service: the search said "target
+// unreachable" of a service that had answered every step.
+func TestStepMeasureStopped(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer s.Close()
+	slo, _ := ParseSLO("p95<=100ms,success>=99%")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := StepMeasure(s.URL, slo, 200*time.Millisecond, 0, nil)(ctx, 10)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, load.ErrUnreachable) {
+		t.Errorf("stopped step: err = %v, want context.Canceled and not unreachable", err)
 	}
 }

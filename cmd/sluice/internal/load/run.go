@@ -26,7 +26,8 @@ const probeTimeout = 500 * time.Millisecond
 
 // Run sends cfg's schedule to cfg.URL and returns what it measured. It
 // first checks cfg (a *sluice.ConfigError naming the field) and opens one
-// connection to the target (ErrUnreachable if it cannot). Then it sends
+// connection to the target (ErrUnreachable if it cannot; ctx.Err() if ctx
+// ended first, with a nil Result as nothing was sent). Then it sends
 // each request at its intended time, open loop: a slow answer never delays
 // the next send. When ctx ends, whether during the schedule or during the
 // final wait for outstanding answers, Run stops sending, cancels what is
@@ -365,6 +366,9 @@ func (cl *clients) probe(ctx context.Context, u *url.URL) error {
 	}
 	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
 	if err != nil {
+		if err := ctx.Err(); err != nil {
+			return err // the caller's stop, not the target's doing
+		}
 		return fmt.Errorf("%w: %s: %v", ErrUnreachable, u.Host, err)
 	}
 	return conn.Close()

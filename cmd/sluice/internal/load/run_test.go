@@ -584,3 +584,16 @@ func TestRunInterruptedRates(t *testing.T) {
 		t.Errorf("summary does not say where the run stopped (%v):\n%s", err, text.String())
 	}
 }
+
+// TestRunStoppedBeforeStart: a context ended before the first send is the
+// caller's stop, not an unreachable target: the probe's dial, cancelled,
+// was reported as load.ErrUnreachable of a target that was listening.
+func TestRunStoppedBeforeStart(t *testing.T) {
+	url := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Run(ctx, Config{URL: url, Load: sim.Load{Rate: 10}, Duration: time.Second})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnreachable) {
+		t.Errorf("err = %v, want context.Canceled and not ErrUnreachable", err)
+	}
+}
