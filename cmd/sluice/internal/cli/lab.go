@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/lab"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
+	"github.com/sluicehq/sluice/sim"
 )
 
 // signalContext is the lab's context: cancelled by Ctrl-C or SIGTERM, so
@@ -127,6 +129,10 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 // where the gap is at most a factor of 2, it takes about 10 steps.
 const minPrecision = 0.001
 
+// maxStep is the longest -step: the load generator's series holds at most
+// load.MaxIntervals points of its default interval.
+const maxStep = load.MaxIntervals * load.DefaultInterval
+
 // runCapacity is "sluice lab capacity URL --slo ...": seed 000's method,
 // automated.
 func runCapacity(e env, args []string) int {
@@ -155,16 +161,28 @@ func runCapacity(e env, args []string) int {
 		return usageError(fs, "-start", fmt.Errorf("must be in (0, %g], got %v", load.MaxRate, *start))
 	case !(*maxRate >= *start && *maxRate <= load.MaxRate):
 		return usageError(fs, "-max", fmt.Errorf("must be in [-start (%v), %g], got %v", *start, load.MaxRate, *maxRate))
-	case *step <= 0:
-		return usageError(fs, "-step", fmt.Errorf("must be > 0, got %v", *step))
+	case *step <= 0 || *step > maxStep:
+		return usageError(fs, "-step", fmt.Errorf("must be in (0, %v], got %v", maxStep, *step))
 	case *timeout < 0:
 		return usageError(fs, "-timeout", fmt.Errorf("must be >= 0, got %v", *timeout))
 	case !(*precision >= minPrecision && *precision < 1):
 		return usageError(fs, "-precision", fmt.Errorf("must be in [%v, 1), got %v", minPrecision, *precision))
 	}
+	// A step measures after its first fifth (lab.StepMeasure), and a
+	// first step with nothing to measure failed the SLO: "no rate met
+	// it". Constant arrivals come at k/rate from 0: 1.25/rate holds one.
+	if first := math.Ceil((*step / 5).Seconds() * *start); first >= step.Seconds()**start {
+		least := time.Duration(math.Ceil(1.25 / *start * 1000)) * time.Millisecond
+		return usageError(fs, "-step", fmt.Errorf("a step of %v at -start %v rps measures no request (its first fifth is warm-up): want at least %v", *step, *start, least))
+	}
 	url := pos[0]
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
 		return usageError(fs, "URL", fmt.Errorf("want http:// or https://, got %q", url))
+	}
+	// What the load generator would refuse at the first step, once the
+	// service had been probed (a URL without a host).
+	if err := (load.Config{URL: url, Load: sim.Load{Rate: *start}, Duration: *step}).Validate(); err != nil {
+		return usageError(fs, "URL", err)
 	}
 	ctx, stop := signalContext()
 	defer stop()

@@ -37,7 +37,7 @@ func TestLabBadInput(t *testing.T) {
 		{[]string{"lab", "-out", out, "--", "-"}, "not from standard input"},
 		{[]string{"lab", "-out", out, "-policies", "static-5,nope", slow}, `-policies: no experiment has a policy named "nope"`},
 		{[]string{"lab", "capacity", "-slo", "p95<275ms", "http://127.0.0.1:1/"}, "-slo: bad SLO"},
-		{[]string{"lab", "capacity", "-step", "0s", "http://127.0.0.1:1/"}, "-step: must be > 0"},
+		{[]string{"lab", "capacity", "-step", "0s", "http://127.0.0.1:1/"}, "-step: must be in (0, 1h0m0s]"},
 		{[]string{"lab", "capacity", "-slo", "p95<=275ms,success>=NaN%", "http://127.0.0.1:1/"}, "-slo: bad SLO"},
 		{[]string{"lab", "capacity", "-slo", "pNaN<=275ms,success>=99%", "http://127.0.0.1:1/"}, "-slo: bad SLO"},
 		{[]string{"lab", "capacity", "-start", "NaN", "http://127.0.0.1:1/"}, "-start: must be in (0, 1e+06]"},
@@ -48,6 +48,13 @@ func TestLabBadInput(t *testing.T) {
 		{[]string{"lab", "capacity", "-precision", "1e-300", "http://127.0.0.1:1/"}, "-precision: must be in [0.001, 1)"},
 		{[]string{"lab", "capacity", "-precision", "1", "http://127.0.0.1:1/"}, "-precision: must be in [0.001, 1)"},
 		{[]string{"lab", "capacity", "127.0.0.1:1"}, "URL: want http:// or https://"},
+		// load.Run refused these at the first step, after the service
+		// had been probed, as exit 1 naming no flag of the command.
+		{[]string{"lab", "capacity", "http://"}, "URL: "},
+		{[]string{"lab", "capacity", "-step", "2h", "http://127.0.0.1:1/"}, "-step: must be in (0, 1h0m0s]"},
+		// No request in the step's measured window: the first step
+		// "failed" and the search said no rate met the SLO.
+		{[]string{"lab", "capacity", "-step", "50ms", "http://127.0.0.1:1/"}, "-step: a step of 50ms at -start 10 rps measures no request"},
 		{[]string{"lab", "capacity"}, "missing argument"},
 	} {
 		code, stdout, stderr := run(tc.args...)
