@@ -81,6 +81,9 @@ func runLab(e env, fs *flag.FlagSet, args []string) int {
 	} else if err := os.MkdirAll(*out, 0o755); err != nil {
 		return usageError(fs, "-out", err)
 	}
+	if err := lab.CheckFiles(*out); err != nil {
+		return usageError(fs, "-out", err)
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	opts := lab.Options{Progress: e.stderr}

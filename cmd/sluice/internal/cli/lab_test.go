@@ -133,3 +133,22 @@ func TestStoppedIsNotUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestLabOutUnwritable: a report that could not be written is bad usage
+// found before anything runs, not after the run: the lab ran (minutes, on
+// sockets) and then failed to write its report. As root a directory's
+// mode does not stop a write, so the report's path is a directory here.
+func TestLabOutUnwritable(t *testing.T) {
+	for _, name := range []string{"lab.html", "lab.json"} {
+		out := t.TempDir()
+		if err := os.Mkdir(filepath.Join(out, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := run("lab", "-sim-only", "-out", out, slow)
+		if code != ExitUsage || !strings.Contains(stderr, "-out: ") || !strings.Contains(stderr, filepath.Join(out, name)) || stdout != "" {
+			t.Errorf("%s a directory: exit %d, want %d naming -out and the file before anything runs; stdout:\n%s\nstderr:\n%s",
+				name, code, ExitUsage, stdout, stderr)
+		}
+		assertFiles(t, out, name)
+	}
+}

@@ -110,6 +110,23 @@ func anchor(name string, used map[string]bool) string {
 	return id
 }
 
+// reportFiles are the names WriteFiles writes in its directory.
+var reportFiles = []string{"lab.html", "lab.json"}
+
+// CheckFiles checks that WriteFiles could write its files into dir, which
+// exists, and leaves dir as it was: a report that cannot be written is
+// found before the run, not after it.
+func CheckFiles(dir string) error {
+	for _, name := range reportFiles {
+		f, err := outfile.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		f.Discard()
+	}
+	return nil
+}
+
 // WriteFiles writes the HTML report and its JSON twin into dir and returns
 // the HTML file's path. Each is written beside its path and put there once
 // both are complete (outfile): a failed write (a full disk, a value JSON
@@ -118,12 +135,12 @@ func WriteFiles(dir string, r *Result) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	htmlPath := filepath.Join(dir, "lab.html")
+	htmlPath := filepath.Join(dir, reportFiles[0])
 	files := []struct {
 		path  string
 		write func(io.Writer, *Result) error
 		f     *outfile.File
-	}{{path: htmlPath, write: WriteHTML}, {path: filepath.Join(dir, "lab.json"), write: WriteJSON}}
+	}{{path: htmlPath, write: WriteHTML}, {path: filepath.Join(dir, reportFiles[1]), write: WriteJSON}}
 	defer func() {
 		for _, f := range files {
 			if f.f != nil {
