@@ -255,6 +255,9 @@ func TestLoadBadInput(t *testing.T) {
 		{[]string{"-rate", "10", "-duration", "1s", "-clients", "3", "http://example.com/"}, "clients"},
 		{[]string{"-rate", "10", "-duration", "1s", "-clients-via", "dns", u}, "clients_via"},
 		{[]string{"-rate", "10", "-duration", "1s", "-H", "nocolon", u}, "want 'Name: value'"},
+		// Without -burst they were ignored: the run sent no burst.
+		{[]string{"-rate", "10", "-duration", "1s", "-burst-every", "200ms", u}, "-burst-every: needs -burst"},
+		{[]string{"-rate", "10", "-duration", "1s", "-burst-count", "3", "-burst-at", "1s", u}, "-burst-count, -burst-at: needs -burst"},
 		{[]string{"-rate", "10", "-duration", "1s", "-H", "Bad(Name: x", u}, `header = "Bad(Name: x": not a header field name`},
 		{[]string{"-rate", "10", "-duration", "1s", "-timescale", "0", u}, "-timescale: must be > 0"},
 		{[]string{"-scenario", bad, u}, bad + ":4: load.rate"},

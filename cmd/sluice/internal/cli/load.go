@@ -103,6 +103,10 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	}
 	if set["burst"] {
 		cfg.Bursts = sim.Bursts{Size: *burst, Every: *burstEvery, Count: *burstCount, At: *burstAt}
+	} else if names := flagNames(set, "burst-count", "burst-every", "burst-at"); names != "" {
+		// They shape the bursts -burst asks for; alone they were
+		// ignored, and the run sent none (or the file's, unchanged).
+		return usageError(fs, names, errors.New("needs -burst (the requests in each burst)"))
 	}
 	if set["clients"] && *clients <= 0 {
 		return usageError(fs, "-clients", fmt.Errorf("must be > 0, got %d", *clients))
