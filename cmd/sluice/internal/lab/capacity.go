@@ -212,7 +212,16 @@ type Recommendation struct {
 	MaxWaitMs float64 `json:"max_wait_ms"`
 	// QuantileMs is the SLO percentile measured at RateRPS.
 	QuantileMs float64 `json:"quantile_ms"`
-	Steps      []Step  `json:"steps"`
+	// Unbounded is true when every rate tried met the SLO: the search
+	// stopped at its highest rate (-max), and the capacity is above
+	// RateRPS.
+	Unbounded bool `json:"unbounded,omitempty"`
+	// BehindRPS is the lowest rate whose step the load generator could
+	// not keep (Step.Behind, after its retries), 0 if none: from there
+	// on the steps measured the machine, not the service, whose capacity
+	// may be above RateRPS.
+	BehindRPS float64 `json:"generator_behind_rps,omitempty"`
+	Steps     []Step  `json:"steps"`
 }
 
 // Recommend turns a search's steps and best step into advice.
@@ -238,6 +247,21 @@ func Recommend(slo SLO, steps []Step, best Step) Recommendation {
 	}
 	if !math.IsInf(knee, 1) {
 		r.KneeRPS = knee
+	}
+	// A step the generator could not keep is measured again (Find):
+	// what counts is the last step at each rate.
+	last := map[float64]Step{}
+	for _, s := range steps {
+		last[s.RateRPS] = s
+	}
+	r.Unbounded = len(last) > 0
+	for rate, s := range last {
+		if !s.Meets(slo) || !s.Sustainable {
+			r.Unbounded = false
+		}
+		if s.Behind && (r.BehindRPS == 0 || rate < r.BehindRPS) {
+			r.BehindRPS = rate
+		}
 	}
 	return r
 }

@@ -83,6 +83,14 @@ func WriteRecommendation(w io.Writer, r Recommendation) error {
 	if r.KneeRPS > 0 {
 		knee = fmt.Sprintf("latency turns up at %.1f rps (successes' p50 past twice the lowest rate's)", r.KneeRPS)
 	}
+	// Without these the highest rate tried, or the generator's own limit,
+	// read as the service's capacity.
+	if r.Unbounded {
+		knee += fmt.Sprintf("\nno rate tried missed the SLO: the capacity is above %.1f rps (raise -max to find it)", r.RateRPS)
+	}
+	if r.BehindRPS > 0 {
+		knee += fmt.Sprintf("\nthe load generator fell behind its schedule from %.1f rps: those steps measured this machine, not the service, whose capacity may be higher", r.BehindRPS)
+	}
 	_, err := fmt.Fprintf(w, `SLO %s holds up to %.1f rps (measured p-latency there: %.1f ms)
 %s
 

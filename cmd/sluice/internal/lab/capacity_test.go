@@ -165,3 +165,38 @@ func TestStepMeasureStopped(t *testing.T) {
 		t.Errorf("stopped step: err = %v, want context.Canceled and not unreachable", err)
 	}
 }
+
+// TestRecommendationSaysWhenNoLimitWasFound: a service that met the SLO at
+// every rate tried, up to -max, or whose steps past some rate the load
+// generator could not keep, was not measured at its capacity, and the
+// advice says so: it read as the service's capacity.
+func TestRecommendationSaysWhenNoLimitWasFound(t *testing.T) {
+	slo, _ := ParseSLO("p95<=275ms,success>=99%")
+	behindAbove := func(limit float64) Measure {
+		return func(ctx context.Context, rate float64) (Step, error) {
+			st, err := model(1e9, 25)(ctx, rate)
+			st.RateRPS, st.Behind = rate, rate > limit
+			return st, err
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		measure Measure
+		want    string
+	}{
+		{"never saturates", model(1e9, 25), "no rate tried missed the SLO: the capacity is above 1000.0 rps"},
+		{"generator behind", behindAbove(400), "the load generator fell behind its schedule from"},
+	} {
+		steps, best, err := Search{Start: 10, Max: 1000, Precision: 0.02}.Find(context.Background(), slo, tc.measure)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var b strings.Builder
+		if err := WriteRecommendation(&b, Recommend(slo, steps, best)); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: best %v rps; the advice does not say %q:\n%s", tc.name, best.RateRPS, tc.want, b.String())
+		}
+	}
+}
