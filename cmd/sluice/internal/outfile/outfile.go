@@ -55,10 +55,7 @@ func Create(path string) (*File, error) {
 	}
 	// A link is replaced at its target, as os.Create would have written
 	// through it. A path that does not exist yet resolves to itself.
-	dst := path
-	if r, err := filepath.EvalSymlinks(path); err == nil {
-		dst = r
-	}
+	dst := resolve(path)
 	dir, base := filepath.Split(dst)
 	for range 100 {
 		name := filepath.Join(dir, "."+base+"."+strconv.FormatUint(rand.Uint64(), 36)+".tmp")
@@ -83,6 +80,31 @@ func Create(path string) (*File, error) {
 		return &File{File: f, path: path, dst: dst, tmp: true}, nil
 	}
 	return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrExist}
+}
+
+// resolve returns path with its symbolic links followed: what os.Create
+// writes. A link to a file that does not exist yet resolves to that file,
+// which os.Create makes (EvalSymlinks fails on it, and the rename
+// replaced the link).
+func resolve(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	for range 40 { // Linux's limit on the links one open follows
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return path
+		}
+		t, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(path), t)
+		}
+		path = t
+	}
+	return path
 }
 
 // Path returns the path the file was created for.
