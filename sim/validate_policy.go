@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
+	"github.com/sluicehq/sluice/rate"
 )
 
 // Each policy type checks its own fields; a field another kind has does not
@@ -52,6 +53,11 @@ func (p AdaptivePolicy) validate(f string) error {
 func (p TokenBucketPolicy) validate(f string) error {
 	if err := checkRate(f, p.Rate, p.Burst); err != nil {
 		return err
+	}
+	// What rate.NewBucket refuses beyond that (a burst it cannot count at
+	// the rate), so that Run cannot fail on a scenario Validate passed.
+	if err := rate.ValidFill(p.Rate, max(p.Burst, 1)); err != nil {
+		return bad(f+".burst", "%v", err)
 	}
 	return checkDuration(f+".max_wait", p.MaxWait)
 }

@@ -89,6 +89,9 @@ func TestValidate(t *testing.T) {
 		}},
 		{"policies[0].rate", func(s *Scenario) { s.Policies[0] = TokenBucketPolicy{} }},
 		{"policies[0].burst", func(s *Scenario) { s.Policies[0] = TickerPolicy{Rate: 5, Burst: -1} }},
+		// A bucket the rate package cannot build: it would take 317 years
+		// to fill. Run failed on it after Validate passed.
+		{"policies[0].burst", func(s *Scenario) { s.Policies[0] = TokenBucketPolicy{Rate: 1, Burst: 1e10} }},
 		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{Queue: -5}} }},
 		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{MaxWait: -1}} }},
 		{"policies[0].max_wait_services", func(s *Scenario) {
