@@ -77,8 +77,7 @@ func (t *tickerGate) advance(now int64) {
 		}
 		if t.waiting() == 0 {
 			// Nobody waits: only the buffer's fill matters; jump.
-			k := int64(float64(now) / t.every)
-			if k > t.ticks {
+			if k := t.lastTick(now); k > t.ticks {
 				t.tokens = int(min(int64(t.tokens)+k-t.ticks, int64(t.burst)))
 				t.ticks = k
 			}
@@ -87,6 +86,21 @@ func (t *tickerGate) advance(now int64) {
 		t.ticks = next
 		t.grantOne()
 	}
+}
+
+// lastTick is the number of the last tick at or before now, as tickAt
+// places them: the quotient now/every alone can be one short (tick 1 at
+// 3/s is at 333333333 ns, and 333333333/333333333.33 truncates to 0), which
+// lost the token of a tick due at the instant of an arrival.
+func (t *tickerGate) lastTick(now int64) int64 {
+	k := int64(float64(now) / t.every)
+	for k > 0 && t.tickAt(k) > now {
+		k--
+	}
+	for t.tickAt(k+1) <= now {
+		k++
+	}
+	return k
 }
 
 func (t *tickerGate) waiting() int { return len(t.q) - t.qhead }
