@@ -44,10 +44,14 @@ type tickerGate struct {
 	ticks   int64 // ticks accounted for
 	maxWait int64
 	bound   int
-	q       []int32 // waiting requests, FIFO
-	qgen    []uint32
-	qhead   int
-	rate    float64
+	// q holds the waiting requests, FIFO, and those that left it early
+	// (their client gave up) until they reach its head; live counts the
+	// waiting ones, which the bound applies to.
+	q     []int32
+	qgen  []uint32
+	qhead int
+	live  int
+	rate  float64
 }
 
 func (p TickerPolicy) start(e *engine) (gate, error) {
@@ -120,6 +124,7 @@ func (t *tickerGate) grantOne() {
 		id, gen := t.q[t.qhead], t.qgen[t.qhead]
 		t.qhead++
 		if r := t.e.req(id); r.gen == gen && r.waiting {
+			t.live--
 			t.e.admit(id, r, 0)
 			return
 		}
@@ -138,7 +143,7 @@ func (t *tickerGate) arrive(now int64, id int32, r *request) {
 		t.e.admit(id, r, 0)
 		return
 	}
-	if t.bound != Unbounded && t.waiting() >= t.bound {
+	if t.bound != Unbounded && t.live >= t.bound {
 		reason := sluice.ReasonQueueFull
 		if t.bound == 0 {
 			reason = sluice.ReasonRate
@@ -151,6 +156,7 @@ func (t *tickerGate) arrive(now int64, id int32, r *request) {
 	}
 	t.q = append(t.q, id)
 	t.qgen = append(t.qgen, r.gen)
+	t.live++
 	r.waiting = true
 	t.rearm(now)
 }
@@ -167,6 +173,7 @@ func (t *tickerGate) expire(now int64) {
 			if r.sent+t.maxWait > now {
 				return
 			}
+			t.live--
 			t.e.reject(id, r, sluice.ReasonQueueTimeout)
 		}
 		t.qhead++
@@ -191,14 +198,12 @@ func (t *tickerGate) wake(now int64) {
 }
 
 func (t *tickerGate) release(int64, int32, *request, sluice.Outcome, int64) {}
-func (t *tickerGate) cancel(now int64, _ int32, _ *request)                 { t.rearm(now) }
 func (t *tickerGate) limit() float64                                        { return t.rate }
-func (t *tickerGate) queued() int {
-	n := 0
-	for i := t.qhead; i < len(t.q); i++ {
-		if r := t.e.req(t.q[i]); r.gen == t.qgen[i] && r.waiting {
-			n++
-		}
-	}
-	return n
+func (t *tickerGate) queued() int                                           { return t.live }
+
+// cancel is a waiter's client giving up: it leaves the count at once, and
+// the queue when it reaches the head.
+func (t *tickerGate) cancel(now int64, _ int32, _ *request) {
+	t.live--
+	t.rearm(now)
 }
