@@ -340,6 +340,11 @@ func (e *engine) send() {
 func (e *engine) start(id int32, r *request) {
 	e.simulated++
 	e.m.inc(e.now, cSent)
+	if r.attempt > 0 {
+		// Counted as sent, like Sent: one scheduled before the end and
+		// due after it is never sent.
+		e.m.inc(e.now, cRetry)
+	}
 	r.clientOK = true
 	r.sent = e.now
 	if r.attempt == 0 {
@@ -442,7 +447,6 @@ func (e *engine) fail(id int32, r *request) {
 		if rt.Budget > 0 {
 			e.retryTokens--
 		}
-		e.m.inc(e.now, cRetry)
 		nid, nr := e.alloc()
 		nr.attempt = r.attempt + 1
 		nr.first, nr.deadline = r.first, r.deadline

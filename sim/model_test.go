@@ -377,3 +377,31 @@ func TestDistributions(t *testing.T) {
 		}
 	}
 }
+
+// TestRetriesCountedWhenSent: Retries counts the retry attempts sent in the
+// window, as Sent does, so Sent − Retries is the first attempts sent in it
+// (Demand × window − Unsent). Two requests at once to one busy worker with
+// no queue: the second is refused and retried after a backoff of up to 1 s
+// or 10 s, which can take the retry past the end of the window, or from
+// before the warm-up into it.
+func TestRetriesCountedWhenSent(t *testing.T) {
+	for _, tt := range []struct {
+		warmup, duration, backoff time.Duration
+	}{
+		{0, time.Second, 10 * time.Second},          // the retry is due after the end
+		{time.Second, 2 * time.Second, time.Second}, // before the warm-up, retried in the window
+	} {
+		p := run1(t, Scenario{
+			Seed: 1, Duration: tt.duration, Warmup: tt.warmup, Interval: 100 * ms,
+			Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: 100 * ms}},
+			Load:     Load{Bursts: Bursts{Size: 2, Count: 1, At: 900 * ms}, Retries: Retries{Max: 1, Backoff: tt.backoff}},
+			Policies: []Policy{NonePolicy{}},
+		})
+		s := p.Summary
+		first := int64(math.Round(s.Demand*(tt.duration-tt.warmup).Seconds())) - s.Unsent
+		if s.Sent-s.Retries != first {
+			t.Errorf("warmup %v, backoff %v: %d sent, %d retries, %d first attempts sent; want sent − retries = first attempts",
+				tt.warmup, tt.backoff, s.Sent, s.Retries, first)
+		}
+	}
+}

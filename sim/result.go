@@ -77,7 +77,8 @@ type Summary struct {
 	OriginTimeouts int64 `json:"origin_timeouts"`
 	// Timeouts counts requests the client gave up on at its deadline.
 	Timeouts int64 `json:"timeouts"`
-	// Retries counts retry attempts (also counted in Sent).
+	// Retries counts retry attempts sent (also counted in Sent, in the
+	// same window: Sent − Retries is the first attempts sent).
 	Retries int64 `json:"retries"`
 	// Wasted counts origin completions whose client had already gone.
 	Wasted int64 `json:"wasted"`
