@@ -69,3 +69,27 @@ func TestRunStopsWhenRequestsPileUp(t *testing.T) {
 		t.Fatalf("Run = %v, want an origin.queue error", err)
 	}
 }
+
+// TestOriginQueueHoldsOnlyWaiters: the origin's queue takes the memory of
+// the requests waiting in it, not of every request that ever timed out
+// there. One worker busy for an hour, a queue of 100 and a timeout of
+// 1 ms: 100,000 requests pass through the queue, 100 at most wait at once.
+func TestOriginQueueHoldsOnlyWaiters(t *testing.T) {
+	s := Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 1, Queue: 100, Timeout: ms, Service: Dist{Kind: Constant, Mean: time.Hour}},
+		Load:     Load{Rate: 10_000},
+		Policies: []Policy{NonePolicy{}},
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(&s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run()
+	if o := &e.org; o.n != o.live || len(o.q) > 256 {
+		t.Errorf("origin queue: %d entries in a ring of %d for %d waiting; want only the waiting, in a ring of at most 256", o.n, len(o.q), o.live)
+	}
+}

@@ -9,9 +9,9 @@ type origin struct {
 	tmo     int64 // the origin's timeout, 0: none
 	svc     Sampler
 
-	// q is a ring of queued requests. Entries whose request left the queue
-	// early (the origin's timeout) stay as tombstones, recognised by gen,
-	// and are skipped when they reach the head; live counts the others.
+	// q is a ring of queued requests. An entry whose request left the
+	// queue early (the origin's timeout) is a tombstone, recognised by gen,
+	// until trim drops it; live counts the others.
 	q    []qent
 	head int
 	n    int
@@ -88,10 +88,26 @@ func (o *origin) timeout(e *engine, id int32, r *request) {
 	if r.oqueued {
 		r.oqueued = false
 		o.live--
+		o.trim(e)
 	} else {
 		r.answered = true
 	}
 	e.answer(id, r, cOriginTimeout)
+}
+
+// trim drops the tombstones at the queue's head. Timeouts come in the
+// order the requests were queued, so one that leaves the queue is at its
+// head once those before it are dropped: the ring holds the requests
+// waiting, not every one that ever timed out in it (which, behind a worker
+// busy for long, grew it by each request the run sent).
+func (o *origin) trim(e *engine) {
+	for o.n > 0 {
+		q := o.q[o.head]
+		if r := e.req(q.id); r.gen == q.gen && r.oqueued {
+			return
+		}
+		o.pop()
+	}
 }
 
 func (o *origin) change(e *engine, c *Change) {
