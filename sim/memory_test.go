@@ -93,3 +93,28 @@ func TestOriginQueueHoldsOnlyWaiters(t *testing.T) {
 		t.Errorf("origin queue: %d entries in a ring of %d for %d waiting; want only the waiting, in a ring of at most 256", o.n, len(o.q), o.live)
 	}
 }
+
+// TestTickerQueueHoldsOnlyWaiters: the ticker's queue takes the memory of
+// the requests waiting in it, not of every request that ever waited, even
+// when it never empties: 99,000 requests in 10 s at twice the ticker's
+// rate, about 100 waiting at a time (10 ms of arrivals).
+func TestTickerQueueHoldsOnlyWaiters(t *testing.T) {
+	s := Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 100, Service: Dist{Kind: Constant, Mean: ms}},
+		Load:     Load{Rate: 9_900},
+		Policies: []Policy{TickerPolicy{Rate: 5_000, Burst: 10, Queue: Unbounded, MaxWait: 10 * ms}},
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(&s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run()
+	if g := e.pol.(*tickerGate); cap(g.q) > 1024 || cap(g.qgen) > 1024 {
+		t.Errorf("ticker queue: %d entries (%d of them gone) in slices of %d for %d waiting; want at most 1024",
+			len(g.q), g.qhead, cap(g.q), g.queued())
+	}
+}

@@ -151,8 +151,14 @@ func (t *tickerGate) arrive(now int64, id int32, r *request) {
 		t.e.reject(id, r, reason)
 		return
 	}
-	if t.qhead > 0 && t.qhead == len(t.q) {
-		t.q, t.qgen, t.qhead = t.q[:0], t.qgen[:0], 0
+	if t.qhead > 0 && t.qhead >= len(t.q)/2 {
+		// Reclaim the head's space once it is half the slice, not only
+		// when the queue empties: a queue that never does would grow by
+		// every request that ever waited. A compaction copies no more
+		// entries than were popped since the last one.
+		n := copy(t.q, t.q[t.qhead:])
+		copy(t.qgen, t.qgen[t.qhead:])
+		t.q, t.qgen, t.qhead = t.q[:n], t.qgen[:n], 0
 	}
 	t.q = append(t.q, id)
 	t.qgen = append(t.qgen, r.gen)
