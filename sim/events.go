@@ -25,8 +25,12 @@ const (
 //     next one) and an origin change takes effect.
 //  1. The client's side: a send (arrival, burst, retry) and a client's
 //     deadline.
-//  2. Everything the system does in answer: completions, the origin's
-//     timeout and refusals, a bucket's grant, the policy's timer.
+//  2. The origin's timeouts: a request whose timeout comes at the instant
+//     a worker frees has timed out, and leaves the queue rather than take
+//     the worker, as a request answered at its own timeout's instant is
+//     timed out (its timeout was scheduled before its completion).
+//  3. Everything else the system does in answer: completions, the
+//     origin's refusals, a bucket's grant, the policy's timer.
 //
 // Ties come from constant service times and arrivals (seed 003: 2 s of work,
 // a send every 200 ms). Putting the client first is what real sockets do
@@ -39,7 +43,7 @@ const (
 var rank = [numKinds]uint8{
 	evTick: 0, evChange: 0,
 	evArrival: 1, evBurst: 1, evRetry: 1, evDeadline: 1,
-	evComplete: 2, evOriginTimeout: 2, evRefuse: 2, evGrant: 2, evWake: 2,
+	evOriginTimeout: 2, evComplete: 3, evRefuse: 3, evGrant: 3, evWake: 3,
 }
 
 // event is a value in the heap: no allocation per event. gen guards against

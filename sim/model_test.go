@@ -405,3 +405,28 @@ func TestRetriesCountedWhenSent(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginTimeoutBeforeWorkerFrees: a request whose origin timeout comes
+// at the instant a worker frees has timed out: it leaves the queue and the
+// worker takes the next, as a request answered at its own timeout's
+// instant is timed out. Whether it was served depended on which event had
+// been scheduled first.
+func TestOriginTimeoutBeforeWorkerFrees(t *testing.T) {
+	// One worker, a 500 ms timeout, 1 s of work until 500 ms and 100 ms
+	// after. A (sent at 0) is timed out at 500 ms and its worker frees at
+	// 1 s, the instant Y (sent at 500 ms) times out in the queue. Z (sent
+	// at 1 s) then starts at once and is answered at 1.1 s.
+	p := run1(t, Scenario{
+		Duration: 1500 * ms,
+		Origin: Origin{
+			Workers: 1, Queue: Unbounded, Timeout: 500 * ms, Service: Dist{Kind: Constant, Mean: time.Second},
+			Changes: []Change{{At: 500 * ms, Service: Dist{Kind: Constant, Mean: 100 * ms}}},
+		},
+		Load:     Load{Rate: 2},
+		Policies: []Policy{NonePolicy{}},
+	})
+	if s := p.Summary; s.OriginTimeouts != 2 || s.Wasted != 1 || s.Successes != 1 || s.Latency.Max > 101*ms {
+		t.Errorf("%d origin timeouts, %d wasted, %d successes in %v; want 2 (A, Y), 1 (A's work), 1 (Z) in 100ms",
+			s.OriginTimeouts, s.Wasted, s.Successes, s.Latency.Max)
+	}
+}
