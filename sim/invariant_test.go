@@ -58,7 +58,7 @@ func checkBooks(t *testing.T, name string, e *engine) {
 		}
 		free[id] = true
 	}
-	var client, holding, queued, serving int
+	var client, holding, queued, serving, waiting int
 	for id := int32(0); id < e.npool; id++ {
 		r := e.req(id)
 		if free[id] {
@@ -79,6 +79,9 @@ func checkBooks(t *testing.T, name string, e *engine) {
 		if r.oqueued {
 			queued++
 		}
+		if r.waiting {
+			waiting++
+		}
 		// In service: admitted and not queued at the origin, or answered
 		// by the origin's timeout while its worker still works on it.
 		if r.holding && !r.oqueued || r.answered {
@@ -88,6 +91,9 @@ func checkBooks(t *testing.T, name string, e *engine) {
 	if client != e.clientBusy || holding != e.inFlight || queued != e.org.live {
 		t.Errorf("%s: books: %d client-held vs clientBusy %d, %d holding vs inFlight %d, %d origin-queued vs %d",
 			name, client, e.clientBusy, holding, e.inFlight, queued, e.org.live)
+	}
+	if waiting != e.pol.queued() {
+		t.Errorf("%s: %d requests waiting in the policy vs its queue of %d", name, waiting, e.pol.queued())
 	}
 	if serving != e.org.busy {
 		t.Errorf("%s: %d requests in service vs origin busy %d", name, serving, e.org.busy)
