@@ -255,7 +255,9 @@ func (e *engine) fireEvent(ev event) {
 func (e *engine) fire(k evKind, id int32, r *request) {
 	switch k {
 	case evRetry:
-		if e.draining { // the run is over: the client stops
+		// The run is over, at its very end (outside the window, when no
+		// request is sent either) or in the drain: the client stops.
+		if e.now >= e.m.end {
 			r.clientOK = false
 			e.clientBusy--
 			e.maybeFree(id, r)

@@ -430,3 +430,21 @@ func TestOriginTimeoutBeforeWorkerFrees(t *testing.T) {
 			s.OriginTimeouts, s.Wasted, s.Successes, s.Latency.Max)
 	}
 }
+
+// TestNoRetryAtTheEnd: a request that fails at the very end of the run is
+// not retried: the end is outside the window, and the drain after it sends
+// no retries (nor any request: none is sent at the end). Two requests at
+// once, 1 ns before 1.9 s, to a limit of 1 with a queue whose max_wait is
+// 100 ms: the first holds the slot until 2 s, the end, when the second's
+// wait runs out.
+func TestNoRetryAtTheEnd(t *testing.T) {
+	p := run1(t, Scenario{
+		Duration: 2 * time.Second,
+		Origin:   Origin{Workers: 1, Service: Dist{Kind: Constant, Mean: 100*ms + 1}},
+		Load:     Load{Bursts: Bursts{Size: 2, Count: 1, At: 1900*ms - 1}, Retries: Retries{Max: 1}},
+		Policies: []Policy{ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{Queue: 1, MaxWait: 100 * ms}}},
+	})
+	if s := p.Summary; s.SucceededBySend != 1 {
+		t.Errorf("%d succeeded by send time, want 1: the second request is turned away at the end, and not retried", s.SucceededBySend)
+	}
+}
