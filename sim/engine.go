@@ -120,7 +120,7 @@ func (e *engine) t(v int64) time.Time { return clock.ToTime(v) }
 
 func (e *engine) schedule(at int64, k evKind, id int32, gen uint32) {
 	e.seq++
-	e.h.push(event{at: at, seq: e.seq, id: id, gen: gen, kind: k})
+	e.h.push(event{at: at, seq: e.seq, id: id, gen: gen, kind: k}, e.due)
 }
 
 // wake asks for the policy's wake method to be called at at (or earlier).
@@ -148,7 +148,31 @@ func (e *engine) scheduleChange() {
 // decrease.
 func (e *engine) scheduleFIFO(f *eventFIFO, at int64, k evKind, id int32, gen uint32) {
 	e.seq++
-	f.push(event{at: at, seq: e.seq, id: id, gen: gen, kind: k})
+	f.push(event{at: at, seq: e.seq, id: id, gen: gen, kind: k}, e.due)
+}
+
+// due reports whether ev still has something to do when it fires: an
+// event of a request slot reused since does nothing (fireEvent), nor does
+// a client deadline whose client no longer waits on that attempt, nor an
+// origin timeout for a request the origin has answered. The heap and the
+// FIFOs drop the others when full, so that they hold about the events of
+// the requests alive, not of every request within a timeout's span.
+func (e *engine) due(ev *event) bool {
+	switch ev.kind {
+	case evRetry, evDeadline, evComplete, evOriginTimeout, evRefuse, evGrant:
+	default:
+		return true // not a request's: id is no request slot
+	}
+	r := e.req(ev.id)
+	switch {
+	case r.gen != ev.gen:
+		return false
+	case ev.kind == evDeadline:
+		return r.clientOK
+	case ev.kind == evOriginTimeout:
+		return r.holding
+	}
+	return true
 }
 
 // next pops the earliest event of the heap and the FIFOs.

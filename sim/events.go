@@ -61,7 +61,15 @@ type eventHeap []event
 
 func (h eventHeap) less(i, j int) bool { return before(&h[i], &h[j]) }
 
-func (h *eventHeap) push(ev event) {
+// push adds ev. A full heap first drops the events keep refuses (see
+// eventFIFO.push), and grows unless that emptied half of it.
+func (h *eventHeap) push(ev event, keep func(*event) bool) {
+	if len(*h) == cap(*h) {
+		h.compact(keep)
+		if s := *h; 2*len(s) >= cap(s) {
+			*h = append(make(eventHeap, 0, max(2*cap(s), 64)), s...)
+		}
+	}
 	*h = append(*h, ev)
 	s := *h
 	i := len(s) - 1
@@ -81,7 +89,14 @@ func (h *eventHeap) pop() event {
 	n := len(s) - 1
 	s[0] = s[n]
 	s = s[:n]
-	i := 0
+	s.down(0)
+	*h = s
+	return top
+}
+
+// down moves event i down to its place below.
+func (s eventHeap) down(i int) {
+	n := len(s)
 	for {
 		l := 2*i + 1
 		if l >= n {
@@ -97,8 +112,26 @@ func (h *eventHeap) pop() event {
 		s[i], s[m] = s[m], s[i]
 		i = m
 	}
+}
+
+// compact drops the events keep refuses and restores the heap order.
+func (h *eventHeap) compact(keep func(*event) bool) {
+	s := *h
+	j := 0
+	for i := range s {
+		if keep(&s[i]) {
+			s[j] = s[i]
+			j++
+		}
+	}
+	if j == len(s) {
+		return
+	}
+	s = s[:j]
+	for i := j/2 - 1; i >= 0; i-- {
+		s.down(i)
+	}
 	*h = s
-	return top
 }
 
 // eventFIFO holds events scheduled in non-decreasing time order, such as
@@ -110,16 +143,38 @@ type eventFIFO struct {
 	n    int
 }
 
-func (f *eventFIFO) push(ev event) {
+// push appends ev. A full ring first drops the events keep refuses (those
+// with nothing left to do when they fire), and grows only when that
+// emptied less than half of it: it holds about the events still to do,
+// not every one scheduled within its span (the deadline of every request
+// answered within a client timeout of an hour). Growing then keeps the
+// scans to O(1) per push.
+func (f *eventFIFO) push(ev event, keep func(*event) bool) {
 	if f.n == len(f.buf) {
-		grown := make([]event, max(2*len(f.buf), 64))
-		for i := range f.n {
-			grown[i] = f.buf[(f.head+i)&(len(f.buf)-1)]
+		f.compact(keep)
+		if 2*f.n >= len(f.buf) {
+			grown := make([]event, max(2*len(f.buf), 64))
+			for i := range f.n {
+				grown[i] = f.buf[(f.head+i)&(len(f.buf)-1)]
+			}
+			f.buf, f.head = grown, 0
 		}
-		f.buf, f.head = grown, 0
 	}
 	f.buf[(f.head+f.n)&(len(f.buf)-1)] = ev
 	f.n++
+}
+
+// compact drops the events keep refuses, keeping the others' order.
+func (f *eventFIFO) compact(keep func(*event) bool) {
+	mask := len(f.buf) - 1
+	j := 0
+	for i := range f.n {
+		if ev := &f.buf[(f.head+i)&mask]; keep(ev) {
+			f.buf[(f.head+j)&mask] = *ev
+			j++
+		}
+	}
+	f.n = j
 }
 
 func (f *eventFIFO) peek() *event { return &f.buf[f.head] }

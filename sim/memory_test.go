@@ -118,3 +118,34 @@ func TestTickerQueueHoldsOnlyWaiters(t *testing.T) {
 			len(g.q), g.qhead, cap(g.q), g.queued())
 	}
 }
+
+// TestEventsHeldOnlyForLiveRequests: a client deadline or an origin
+// timeout whose request has been answered has nothing left to do, and
+// does not keep memory until its time comes. With deadlines of an hour,
+// 100,000 requests in 10 s, each answered in 1 ms or refused and retried
+// (a retry's deadline is on the heap), about 10 alive at a time. The
+// events of every request answered within the hour were kept: 1.7 GB for
+// 10 million requests where the run needs 19 MB.
+func TestEventsHeldOnlyForLiveRequests(t *testing.T) {
+	s := Scenario{
+		Duration: 10 * time.Second,
+		Origin:   Origin{Workers: 10, Timeout: time.Hour, Service: Dist{Kind: Constant, Mean: ms}},
+		Load:     Load{Rate: 10_000, Timeout: time.Hour, Retries: Retries{Max: 1}},
+		Policies: []Policy{NonePolicy{}},
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(&s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run()
+	if s := e.m.summary(); s.Retries < 10_000 {
+		t.Fatalf("%d retries, want many", s.Retries)
+	}
+	if len(e.dls.buf) > 1024 || len(e.otos.buf) > 1024 || cap(e.h) > 1024 {
+		t.Errorf("events held: %d client deadlines (in %d), %d origin timeouts (in %d), %d on the heap (in %d); want at most 1024 of each",
+			e.dls.n, len(e.dls.buf), e.otos.n, len(e.otos.buf), len(e.h), cap(e.h))
+	}
+}
