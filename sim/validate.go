@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 )
 
@@ -65,7 +66,9 @@ func (s *Scenario) Validate() error {
 	}
 	for i, p := range s.Policies {
 		f := fmt.Sprintf("policies[%d]", i)
-		if p == nil {
+		// A nil pointer to a policy type is a Policy (its value methods
+		// are promoted) that would panic when called.
+		if v := reflect.ValueOf(p); p == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 			return bad(f+".kind", "is required (%s)", kindNames())
 		}
 		if err := p.validate(f); err != nil {

@@ -76,6 +76,9 @@ func TestValidate(t *testing.T) {
 		// A policy of no kind (a nil Policy); fields of another kind do not
 		// exist on a policy's type, so there is nothing to refuse for them.
 		{"policies[0].kind", func(s *Scenario) { s.Policies[0] = nil }},
+		// A nil pointer to a policy type (a Policy too: the methods are on
+		// the values) is no policy either; Validate panicked on it.
+		{"policies[0].kind", func(s *Scenario) { s.Policies[0] = (*ConcurrencyPolicy)(nil) }},
 		{"policies[0].queue", func(s *Scenario) { s.Policies[0] = TickerPolicy{Rate: 1, Queue: -2} }},
 		{"policies[0].max_wait", func(s *Scenario) { s.Policies[0] = TokenBucketPolicy{Rate: 1, MaxWait: -1} }},
 		{"policies[0].limit", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{} }},
