@@ -176,8 +176,8 @@ func (v *Vegas) Observe(now time.Time, s Sample) int {
 		queue := math.Ceil(v.limit * (1 - v.noLoad.est/rtt))
 		switch {
 		case queue <= step && v.slowStart:
-			if float64(v.rt.maxInFlight) < v.limit {
-				return int(v.limit) // double only a limit that was full
+			if v.rt.maxInFlight < int(v.limit) {
+				return int(v.limit) // double only a limit that was full (it admits int(limit))
 			}
 			next = 2 * v.limit
 		case queue <= step:

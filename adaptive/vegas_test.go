@@ -144,3 +144,19 @@ func TestVegasNoLoadPoolsNoisyEvidence(t *testing.T) {
 		t.Fatalf("after %d fast samples: estimate %v, want 8ms", minEvidence, got)
 	}
 }
+
+// Slow start doubles a limit that was full, and a limit of 22.5 (Smoothing
+// 0.5 takes 15 half way to 30) admits 22: 22 in flight is full. Compared
+// as floats, 22 < 22.5 read as not full, and Vegas held 22 forever against
+// a service that could take any number, neither doubling nor, still in
+// slow start, taking the +beta step.
+func TestVegasSlowStartFullAtAFractionalLimit(t *testing.T) {
+	v, err := NewVegas(VegasConfig{InitialLimit: 10, Smoothing: 0.5, MaxLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := model{Base: 10 * time.Millisecond, Capacity: 1 << 20, Seed: 1}
+	if r := m.drive(v, 10*time.Second); r.minLimit != 100 {
+		t.Fatalf("limit in [%d, %d] over the second half of 10s of a healthy service, want 100", r.minLimit, r.maxLimit)
+	}
+}
