@@ -31,6 +31,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"VegasConfig.MinLimit", newVegas(VegasConfig{MinLimit: 20, MaxLimit: 10})},
 		{"VegasConfig.Alpha", newVegas(VegasConfig{Alpha: 7})},
 		{"VegasConfig.Alpha", newVegas(VegasConfig{Alpha: -1})},
+		{"VegasConfig.Alpha", newVegas(VegasConfig{Alpha: 5, Beta: 4})},
+		{"VegasConfig.Beta", newVegas(VegasConfig{Beta: 2})}, // below the default Alpha: the field set is the one at fault
 		{"VegasConfig.Beta", newVegas(VegasConfig{Beta: math.Inf(1)})},
 		{"VegasConfig.Smoothing", newVegas(VegasConfig{Smoothing: 1.5})},
 		{"VegasConfig.NoLoadWindow", newVegas(VegasConfig{NoLoadWindow: -1})},

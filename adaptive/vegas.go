@@ -112,7 +112,11 @@ func NewVegas(cfg VegasConfig) (*Vegas, error) {
 		return nil, invalid(typ, "Beta", cfg.Beta, "> 0 (0 means the default)")
 	}
 	alpha, beta := cmp.Or(cfg.Alpha, 3), cmp.Or(cfg.Beta, 6)
-	if alpha >= beta {
+	switch {
+	case alpha < beta:
+	case cfg.Alpha == 0: // only Beta was set: it is the field at fault
+		return nil, invalid(typ, "Beta", beta, "> Alpha ("+ftoa(alpha)+")")
+	default:
 		return nil, invalid(typ, "Alpha", alpha, "< Beta ("+ftoa(beta)+")")
 	}
 	if err := checkFraction(typ, "Smoothing", cfg.Smoothing); err != nil {
