@@ -64,6 +64,14 @@ func resolveBounds(typ string, initial, minL, maxL int) (float64, bounds, error)
 
 func (b bounds) clamp(l float64) float64 { return min(max(l, b.min), b.max) }
 
+// smooth moves limit the share s of the way to next and clamps the result.
+// next is not clamped first: a limit smoothed toward MaxLimit itself only
+// approaches it (99.2, 99.36, ... for 100), admits MaxLimit − 1 all the
+// while, and rounding can stop it a few ulps short for good.
+func (b bounds) smooth(limit, next, s float64) float64 {
+	return b.clamp((1-s)*limit + s*next)
+}
+
 // checkNonNegative rejects a negative duration field.
 func checkNonNegative(typ, field string, d time.Duration) error {
 	if d < 0 {

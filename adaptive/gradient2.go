@@ -222,6 +222,6 @@ func (g *Gradient2) Observe(now time.Time, s Sample) int {
 			next += g.queue
 		}
 	}
-	g.limit = g.bounds.clamp((1-g.smoothing)*g.limit + g.smoothing*g.bounds.clamp(next))
+	g.limit = g.bounds.smooth(g.limit, next, g.smoothing)
 	return int(g.limit)
 }

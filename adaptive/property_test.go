@@ -185,3 +185,42 @@ func TestLittleGrowsBackFastWhenRequestsWait(t *testing.T) {
 		t.Errorf("with requests waiting the limit took %v to grow back, want at most a sixth of %v", took[10], took[0])
 	}
 }
+
+// A smoothed limit reaches MaxLimit: healthy and full after a drop, it
+// must admit MaxLimit again, not MaxLimit − 1. Smoothing toward a target
+// already clamped to MaxLimit only approaches it (99.2, 99.36, ...), and
+// rounding stops the approach a few ulps short of it for good at many
+// values: with Gradient2's defaults and MaxLimit 2, one drop left a limit
+// of 1 for ever, half of what the service was allowed.
+func TestSmoothedLimitReachesMaxLimit(t *testing.T) {
+	const ms = time.Millisecond
+	algs := map[string]func(maxLimit int) (Algorithm, error){
+		"gradient2": func(m int) (Algorithm, error) { return NewGradient2(Gradient2Config{MaxLimit: m}) },
+		"vegas":     func(m int) (Algorithm, error) { return NewVegas(VegasConfig{MaxLimit: m, Smoothing: 0.3}) },
+	}
+	for name, build := range algs {
+		var stuck []int
+		for m := 2; m <= 64; m++ {
+			alg, err := build(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := epoch
+			feed := func(s Sample) { now = now.Add(10 * ms); alg.Observe(now, s) }
+			for range 20 {
+				feed(ok(10*ms, alg.Limit()))
+			}
+			feed(drop(10*ms, alg.Limit()))
+			feed(drop(10*ms, alg.Limit()))
+			for range 500 {
+				feed(ok(10*ms, alg.Limit()))
+			}
+			if alg.Limit() != m {
+				stuck = append(stuck, m)
+			}
+		}
+		if len(stuck) > 0 {
+			t.Errorf("%s: 500 healthy, full round trips after a drop did not bring the limit back to MaxLimit = %v", name, stuck)
+		}
+	}
+}

@@ -199,7 +199,7 @@ func (v *Vegas) Observe(now time.Time, s Sample) int {
 			return int(v.limit)
 		}
 	}
-	v.limit = v.bounds.clamp((1-v.smoothing)*v.limit + v.smoothing*v.bounds.clamp(next))
+	v.limit = v.bounds.smooth(v.limit, next, v.smoothing)
 	return int(v.limit)
 }
 
