@@ -70,10 +70,11 @@ type AIMDConfig struct {
 //   - Probing the level that failed backs off exponentially. The level at
 //     the last backoff is remembered; a step back up to it waits Interval
 //     × 2^k, where k counts the backoffs in a row at that level or below
-//     (k at most 4: 16 Intervals). A service whose capacity sits between
-//     two integers (7 workers busy and one request that must queue behind
-//     them, too late for its client) otherwise spends every other
-//     interval at the failing level and loses requests each time. Once
+//     after the first (1, 2, 4, 8, then at most 16 Intervals). A service
+//     whose capacity sits between two integers (7 workers busy and one
+//     request that must queue behind them, too late for its client)
+//     otherwise spends every other interval at the failing level and
+//     loses requests each time. Once
 //     there, the level must hold as long again before the limit grows
 //     past it and the memory is cleared: a failure is reported a round
 //     trip or a client timeout after it happened, and a success that
@@ -106,7 +107,8 @@ type AIMD struct {
 	lastBackoff time.Time // zero before the first backoff
 
 	// failedAt is the (integer) limit at the last backoff, 0 once a round
-	// trip held at it; failures counts the backoffs in a row at or below it.
+	// trip held at it; failures counts the backoffs in a row at or below
+	// it after the first.
 	failedAt  float64
 	failures  int
 	failedLat time.Duration // the latency of the request that failed there
