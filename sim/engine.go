@@ -89,7 +89,7 @@ func newEngine(sc *Scenario, pi int) (*engine, error) {
 		rngSvc:    ServiceRand(sc.Seed),
 		rngRetry:  rand.New(rand.NewPCG(sc.Seed, 3)),
 		arr:       NewArrivals(&sc.Load),
-		m:         newMetrics(int64(sc.Warmup), int64(sc.Duration), int(sc.Duration/interval)+1),
+		m:         newMetrics(int64(sc.Warmup), int64(sc.Duration), int64(sc.Load.Timeout), int(sc.Duration/interval)+1),
 		timeout:   int64(sc.Load.Timeout),
 		clientCap: sc.Load.ClientWorkers,
 	}
@@ -350,7 +350,7 @@ func (e *engine) maybeFree(id int32, r *request) {
 
 // send is a first attempt, due now.
 func (e *engine) send() {
-	e.m.inc(e.now, cDue)
+	e.m.due(e.now)
 	if e.clientCap > 0 && e.clientBusy >= e.clientCap {
 		e.m.inc(e.now, cUnsent)
 		return

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -90,10 +91,14 @@ func TestPointCapacityIsIntervalMean(t *testing.T) {
 	}
 }
 
-// TestAchievableIntervalByInterval: demand 5 rps against a capacity of 7,
-// then 3.5, then 7 again is achievable at 5, 3.5 and 5: 4.25 rps on
-// average, not min(5, the mean capacity 5.25).
-func TestAchievableIntervalByInterval(t *testing.T) {
+// TestAchievableCarriesWhileClientsWait: demand 5 rps against a capacity
+// of 7, then 3.5, then 7 again. Without a client timeout, the 6 requests
+// the slow phase could not serve (1.5 rps for 4 s) are served in the lull
+// after it, 4 of them by the end: (3 × 5 + 4 × 3.5 + 4) / 7 s, not the 29
+// taking min(demand, capacity) interval by interval gives. The origin's
+// queue serves them too, and the goodput of no policy at all was above
+// that old figure.
+func TestAchievableCarriesWhileClientsWait(t *testing.T) {
 	s := Scenario{
 		Duration: 8 * time.Second,
 		Warmup:   time.Second,
@@ -107,9 +112,43 @@ func TestAchievableIntervalByInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The window is 1-8 s: 3 s at 5 (1-2 s, 6-8 s) and 4 s at 3.5: 29 / 7.
-	if got, want := res.Policies[0].Summary.Achievable, (3*5+4*3.5)/7; got != want {
+	sm := res.Policies[0].Summary
+	if got, want := sm.Achievable, (3*5+4*3.5+4)/7.0; math.Abs(got-want) > 1e-9 {
 		t.Errorf("achievable %v, want %v", got, want)
+	}
+	if sm.Goodput > sm.Achievable {
+		t.Errorf("goodput %v above the achievable %v", sm.Goodput, sm.Achievable)
+	}
+}
+
+// TestAchievableLostAtTheDeadline: 10 requests at once against a capacity
+// of 1 rps. Without a timeout all 10 are achievable in the 10 s; with a
+// 3.5 s timeout, 3.5 (the fluid serves half of the fourth before its
+// client leaves): 0.35 rps. Per interval, min(demand, capacity) gave 1
+// request in the first second and nothing after: 0.1 rps, below the 3
+// requests a queue serves in time.
+func TestAchievableLostAtTheDeadline(t *testing.T) {
+	for _, c := range []struct {
+		timeout time.Duration
+		want    float64
+	}{{0, 1}, {3500 * ms, 0.35}} {
+		s := Scenario{
+			Duration: 10 * time.Second,
+			Origin:   Origin{Workers: 1, Queue: Unbounded, Service: Dist{Kind: Constant, Mean: time.Second}},
+			Load:     Load{Bursts: Bursts{Size: 10, Count: 1}, Timeout: c.timeout},
+			Policies: []Policy{NonePolicy{}},
+		}
+		res, err := Run(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm := res.Policies[0].Summary
+		if math.Abs(sm.Achievable-c.want) > 1e-9 {
+			t.Errorf("timeout %v: achievable %v, want %v", c.timeout, sm.Achievable, c.want)
+		}
+		if sm.Goodput > sm.Achievable {
+			t.Errorf("timeout %v: goodput %v above the achievable %v", c.timeout, sm.Goodput, sm.Achievable)
+		}
 	}
 }
 

@@ -80,13 +80,12 @@ type metrics struct {
 	capFrom int64
 	capArea float64
 	curCap  float64 // the integral over the current interval
-	// achArea sums min(demand, capacity), in requests, interval by
-	// interval over the measured window, for Summary.Achievable; achDue and
-	// achCap are the window's demand and capacity integral at the last
-	// tick, so that an interval the warm-up cuts counts only its part in
-	// the window.
-	achArea, achCap float64
-	achDue          int64
+	// ach serves the demand at the capacity (see oracle); achCur and
+	// achTot are what it served in the current interval and in the
+	// measured window, up to achAt.
+	ach            oracle
+	achCur, achTot float64
+	achAt          int64
 
 	// sums of nanoseconds for the means, over the measured window: latency
 	// of successes, and wait before service (the policy's queue and the
@@ -96,9 +95,9 @@ type metrics struct {
 	waitN           int64
 }
 
-func newMetrics(warmup, end int64, npoints int) metrics {
+func newMetrics(warmup, end, timeout int64, npoints int) metrics {
 	return metrics{
-		warmup: warmup, end: end,
+		warmup: warmup, end: end, ach: newOracle(timeout),
 		curLat: newHist(), curAdm: newHist(), lat: newHist(), rejLat: newHist(), wait: newHist(),
 		points: make([]Point, 0, npoints),
 	}
@@ -173,6 +172,31 @@ func (m *metrics) admitted(now, wait int64) {
 func (m *metrics) capacity(now int64, c float64) {
 	m.closeCap(now)
 	m.capNow = c
+	m.credit(now)
+	m.ach.setRate(now, c)
+}
+
+// due notes a first attempt due now, sent or not: the demand.
+func (m *metrics) due(now int64) {
+	m.inc(now, cDue)
+	m.credit(now)
+	m.ach.due(now)
+}
+
+// credit adds what the oracle served up to now to the interval and, the
+// part in it, to the measured window.
+func (m *metrics) credit(now int64) {
+	for _, b := range [...]int64{m.warmup, m.end, now} {
+		if b <= m.achAt || b > now {
+			continue
+		}
+		s := m.ach.take(b)
+		m.achCur += s
+		if m.achAt >= m.warmup && b <= m.end {
+			m.achTot += s
+		}
+		m.achAt = b
+	}
 }
 
 func (m *metrics) closeCap(now int64) {
@@ -204,13 +228,8 @@ func (m *metrics) tick(now int64) *Point {
 		Capacity:     m.curCap / float64(now-m.lastTick),
 	}
 	m.curCap = 0
-	// The interval's demand and capacity in the window (all of it, or the
-	// part after the warm-up): multiplying the whole interval's demand
-	// rate by the part's length would count demand from before the warm-up
-	// as after it.
-	due, capa := m.tot.n[cDue]-m.achDue, m.capArea-m.achCap
-	m.achArea += min(float64(due), capa)
-	m.achDue, m.achCap = m.tot.n[cDue], m.capArea
+	m.credit(now)
+	p.Achievable, m.achCur = m.achCur/sec, 0
 	if c.n[cRejected] > 0 {
 		p.RejectsBy = make(map[string]float64)
 		for r, n := range c.rejects {
@@ -234,6 +253,7 @@ func (m *metrics) tick(now int64) *Point {
 
 func (m *metrics) summary() Summary {
 	m.closeCap(m.end)
+	m.credit(m.end)
 	sec := float64(m.end-m.warmup) / 1e9
 	t := &m.tot
 	s := Summary{
@@ -245,7 +265,7 @@ func (m *metrics) summary() Summary {
 		Throughput:     float64(t.n[cCompleted]) / sec,
 		Demand:         float64(t.n[cDue]) / sec,
 		Capacity:       m.capArea / sec,
-		Achievable:     m.achArea / sec,
+		Achievable:     m.achTot / sec,
 		Rejects:        map[string]int64{},
 		Refused:        t.n[cRefused],
 		OriginTimeouts: t.n[cOriginTimeout],

@@ -63,10 +63,12 @@ type Summary struct {
 	// Demand is the clients' requests per second: first attempts due,
 	// sent or not (unsent included, retries not).
 	Demand float64 `json:"demand"`
-	// Achievable is the most goodput any policy could have had: the mean
-	// over the window of min(demand, capacity), taken interval by interval
-	// so that a phase of overload and one of spare capacity do not average
-	// out (Point.Demand, Point.Capacity).
+	// Achievable is the most goodput any policy could have had: the
+	// demand served oldest first at the capacity of the moment, as a
+	// fluid, each request lost at its client's deadline (none without a
+	// timeout), per second of the window. Demand above capacity carries to
+	// a later lull while its clients wait; a phase of overload and one of
+	// spare capacity do not average out.
 	Achievable float64 `json:"achievable"`
 	// Rejects counts the policy's rejections by reason (sluice.Reason's
 	// labels: "limit", "queue_full", "shed", "rate", "deadline", ...).
@@ -128,12 +130,16 @@ type Point struct {
 	// an overload and is turned away after it ends counts where it came,
 	// in the overload, not in the calm after it (which Rejects counts it
 	// in).
-	RejectedSent float64       `json:"rejected_sent"`
-	Timeouts     float64       `json:"timeouts"` // client give-ups per second
-	Capacity     float64       `json:"capacity"` // origin capacity, time-averaged over the interval
-	Demand       float64       `json:"demand"`   // first attempts due per second, sent or not
-	P50          time.Duration `json:"p50"`      // successes' latency in the interval
-	P99          time.Duration `json:"p99"`
+	RejectedSent float64 `json:"rejected_sent"`
+	Timeouts     float64 `json:"timeouts"` // client give-ups per second
+	Capacity     float64 `json:"capacity"` // origin capacity, time-averaged over the interval
+	Demand       float64 `json:"demand"`   // first attempts due per second, sent or not
+	// Achievable is what the oracle served in the interval, per second:
+	// the demand, carried while its clients wait, at the capacity (see
+	// Summary.Achievable).
+	Achievable float64       `json:"achievable"`
+	P50        time.Duration `json:"p50"` // successes' latency in the interval
+	P99        time.Duration `json:"p99"`
 	// AdmittedP50 is the successes' median latency from their admission
 	// (the policy's grant) to the answer: the origin's queue and service,
 	// without the wait in the policy's queue that P50 includes.

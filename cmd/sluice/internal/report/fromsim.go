@@ -99,6 +99,7 @@ func points(series []sim.Point) []Point {
 			TimeoutsRPS:       p.Timeouts,
 			CapacityRPS:       p.Capacity,
 			DemandRPS:         p.Demand,
+			AchievableRPS:     p.Achievable,
 			P50Ms:             ms(p.P50),
 			P99Ms:             ms(p.P99),
 			AdmittedP50Ms:     ms(p.AdmittedP50),
@@ -141,7 +142,7 @@ func phases(s sim.Scenario, series []sim.Point) []Phase {
 				good += p.Goodput
 				capacity += p.Capacity
 				demand += p.Demand
-				achievable += min(p.Demand, p.Capacity) // as sim's Summary.Achievable
+				achievable += p.Achievable
 				n++
 			}
 		}

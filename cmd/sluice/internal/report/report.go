@@ -98,10 +98,12 @@ type Summary struct {
 	// client worker included).
 	DemandRPS float64 `json:"demand_rps"`
 	// AchievableRPS is the most goodput any policy could have had: the
-	// mean of min(demand, capacity) taken interval by interval (the
-	// series' DemandRPS and CapacityRPS), so that overload in one phase and
-	// spare capacity in another do not cancel out. GoodputPctOfAchievable
-	// is GoodputRPS as a percentage of it: the headline.
+	// demand served oldest first at the capacity of the moment, each
+	// request lost at its client's deadline (sim.Summary.Achievable), so
+	// that overload in one phase and spare capacity in another do not
+	// cancel out, and a burst the clients wait for counts as served in
+	// the lull after it. GoodputPctOfAchievable is GoodputRPS as a
+	// percentage of it: the headline.
 	AchievableRPS          float64 `json:"achievable_rps"`
 	GoodputPctOfAchievable float64 `json:"goodput_pct_of_achievable"`
 
@@ -213,8 +215,12 @@ type Point struct {
 	// DemandRPS the first attempts due in it per second, sent or not.
 	CapacityRPS float64 `json:"capacity_rps"`
 	DemandRPS   float64 `json:"demand_rps"`
-	P50Ms       float64 `json:"p50_ms"`
-	P99Ms       float64 `json:"p99_ms"`
+	// AchievableRPS is what of the demand a server of the capacity could
+	// have served in the interval (simulator only; see
+	// Summary.AchievableRPS).
+	AchievableRPS float64 `json:"achievable_rps,omitempty"`
+	P50Ms         float64 `json:"p50_ms"`
+	P99Ms         float64 `json:"p99_ms"`
 	// P95Ms is present when the run measured it per interval (the lab's
 	// load generator does; the simulator's series has p50 and p99).
 	P95Ms float64 `json:"p95_ms,omitempty"`

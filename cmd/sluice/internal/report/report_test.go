@@ -377,7 +377,7 @@ func TestFromSimKnowsEverySummaryField(t *testing.T) {
 	}
 	for f := range reflect.TypeFor[sim.Point]().Fields() {
 		if !map[string]bool{"T": true, "Offered": true, "Goodput": true, "Throughput": true, "Rejects": true, "RejectsBy": true, "RejectedSent": true,
-			"Timeouts": true, "Capacity": true, "Demand": true, "P50": true, "P99": true, "AdmittedP50": true, "Limit": true, "InFlight": true,
+			"Timeouts": true, "Capacity": true, "Demand": true, "Achievable": true, "P50": true, "P99": true, "AdmittedP50": true, "Limit": true, "InFlight": true,
 			"Queued": true, "OriginBusy": true, "OriginQ": true}[f.Name] {
 			t.Errorf("sim.Point.%s is not in the report: map it in FromSim (and docs/scenarios.md)", f.Name)
 		}
