@@ -32,6 +32,9 @@ type Sample struct {
 // serializes its calls.
 type Algorithm interface {
 	// Observe feeds one sample taken at time now and returns the new limit.
+	// now must not go back between calls (a monotonic clock's reading, as
+	// time.Now gives): the algorithms' windows and waits count from it, and
+	// a step back holds them for its length.
 	Observe(now time.Time, s Sample) int
 	// Limit returns the current limit.
 	Limit() int
