@@ -237,6 +237,15 @@ func TestLoadBadInput(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("duration: 1m\norigin: {workers: 1, service: {kind: constant, mean: 1s}}\nload:\n  rate: -4\npolicies: [{kind: none}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Valid for the simulator, not for the load generator: the error is
+	// at the file's line, as the simulator's own are.
+	retries, good := filepath.Join(dir, "retries.yaml"), filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(retries, []byte("duration: 1m\norigin: {workers: 1, service: {kind: constant, mean: 1s}}\nload:\n  rate: 4\n  retries: {max: 2, backoff: 10ms}\npolicies: [{kind: none}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(good, []byte("duration: 1m\norigin: {workers: 1, service: {kind: constant, mean: 1s}}\nload:\n  rate: 4\npolicies: [{kind: none}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	u := "http://127.0.0.1:9/"
 	for _, tc := range []struct {
 		args []string
@@ -261,6 +270,9 @@ func TestLoadBadInput(t *testing.T) {
 		{[]string{"-rate", "10", "-duration", "1s", "-H", "Bad(Name: x", u}, `header = "Bad(Name: x": not a header field name`},
 		{[]string{"-rate", "10", "-duration", "1s", "-timescale", "0", u}, "-timescale: must be > 0"},
 		{[]string{"-scenario", bad, u}, bad + ":4: load.rate"},
+		{[]string{"-scenario", retries, u}, retries + ":5: load.retries: retries are not supported"},
+		// A flag's value is the flag's error, not the file's.
+		{[]string{"-scenario", good, "-timeout", "-1s", u}, "load.timeout = -1s"},
 		{[]string{"-scenario", missing, u}, missing + ": no such file"},
 		{[]string{"-scenario", dir, u}, dir + " is a directory, not a scenario file"},
 	} {

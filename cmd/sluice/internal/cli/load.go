@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/cmd/sluice/internal/outfile"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -14,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/outfile"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -52,11 +54,13 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 	}
 
 	cfg := load.Config{URL: pos[0]}
+	var sf *scenario.File
 	if *file != "" {
 		f, err := loadScenario(*file)
 		if err != nil {
 			return badScenario(e, "load", err)
 		}
+		sf = f
 		cfg.Load, cfg.Duration, cfg.Warmup, cfg.Seed = f.Load, f.Duration, f.Warmup, f.Seed
 	}
 	set := map[string]bool{}
@@ -152,6 +156,9 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 		fmt.Fprintln(e.stderr, "sluice load: interrupted before the first send")
 		return ExitFail
 	case res == nil && err != nil:
+		if ferr := fromFile(sf, set, err); ferr != nil {
+			return badScenario(e, "load", ferr)
+		}
 		return configError(fs, err) // the config: nothing was sent
 	}
 	if *asJSON {
@@ -221,4 +228,29 @@ func (h *headerFlag) Set(v string) error {
 	}
 	http.Header(*h).Add(name, strings.TrimSpace(val))
 	return nil
+}
+
+// fileFields are the load settings a scenario file gives, with the flag
+// that overrides each ("": none).
+var fileFields = map[string]string{
+	"duration": "duration", "warmup": "warmup", "load.rate": "rate", "load.arrivals": "arrivals",
+	"load.timeout": "timeout", "load.client_workers": "max-outstanding", "load.retries": "",
+}
+
+// fromFile places a config error at its line in the scenario file f when
+// the field came from the file (no flag set it), or returns nil.
+func fromFile(f *scenario.File, set map[string]bool, err error) error {
+	var ce *sluice.ConfigError
+	if f == nil || !errors.As(err, &ce) {
+		return nil
+	}
+	flagName, ok := fileFields[ce.Field]
+	if !ok || flagName != "" && set[flagName] {
+		return nil
+	}
+	problem := ce.Allowed
+	if ce.Value != nil {
+		problem = fmt.Sprintf("%v: %s", ce.Value, ce.Allowed)
+	}
+	return f.ErrorAt(ce.Field, problem, err)
 }
