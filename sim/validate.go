@@ -94,6 +94,9 @@ func (o *Origin) validate() error {
 	var last time.Duration
 	for i, c := range o.Changes {
 		f := fmt.Sprintf("origin.changes[%d]", i)
+		if c.At < 0 {
+			return bad(f+".at", "must be >= 0, got %v", c.At)
+		}
 		if c.At < last {
 			return bad(f+".at", "changes must be in time order, got %v after %v", c.At, last)
 		}

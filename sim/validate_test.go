@@ -147,3 +147,14 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateNegativeChange: a change before the start is named as such,
+// not as out of time order (it is the first).
+func TestValidateNegativeChange(t *testing.T) {
+	s := validScenario()
+	s.Origin.Changes = []Change{{At: -time.Second, Workers: 2}}
+	err := s.Validate()
+	if err == nil || !strings.Contains(err.Error(), "origin.changes[0].at") || !strings.Contains(err.Error(), "must be >= 0") {
+		t.Errorf("err = %v, want origin.changes[0].at: must be >= 0", err)
+	}
+}
