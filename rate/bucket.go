@@ -180,9 +180,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			if tried = s.ls.Load(); tried != nil {
 				var ok bool
 				if l, empty, ok = tried.take(false); ok {
-					if g, ok := b.leasedGrant(tried, count); ok {
-						return g
-					}
+					return b.leasedGrant(count)
 				}
 			}
 		}
@@ -197,10 +195,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			tried = ls
 			var ok bool
 			if l, empty, ok = ls.take(false); ok {
-				if g, ok := b.leasedGrant(ls, count); ok {
-					return g
-				}
-				continue
+				return b.leasedGrant(count)
 			}
 		}
 		after := t == live // the reading below follows the load of w
@@ -241,10 +236,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 		if leased && ls != nil && ok && wu > 0 {
 			// A token parked in a stripe beats waiting for one.
 			if _, _, ok := ls.take(true); ok {
-				if g, ok := b.leasedGrant(ls, count); ok {
-					return g
-				}
-				continue
+				return b.leasedGrant(count)
 			}
 		}
 		if !ok {
@@ -255,10 +247,7 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			if leased && ls != nil {
 				// Tokens may be parked in other stripes.
 				if _, _, ok := ls.take(true); ok {
-					if g, ok := b.leasedGrant(ls, count); ok {
-						return g
-					}
-					continue
+					return b.leasedGrant(count)
 				}
 			}
 			if wu < 0 { // never: rate 0 and too few tokens
@@ -310,7 +299,7 @@ func (b *Bucket) takeFar(s *state, w, t int64, n int, leased bool, maxWait time.
 		switch {
 		case leased:
 			if _, _, ok := ls.take(true); ok {
-				return b.leasedGrant(ls, count)
+				return b.leasedGrant(count), true
 			}
 		case float64(n) <= s.TokensFar(w, s.base, t)+float64(ls.held()):
 			_ = b.reconfigure(t, false, func(*Config) {}) // the same config: valid

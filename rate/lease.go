@@ -49,7 +49,7 @@ const leaseSize = 32
 // that instant its tokens are in neither, and a search that found both the
 // word and the stripes empty would refuse wrongly (TestNoAdmissionAfterARefusal
 // saw the 31 tokens of a preempted refill admitted after a refusal). A
-// search waits a marked stripe out.
+// search waits a marked stripe out, and so does a drain.
 const refilling = -1
 
 // lease is one stripe's tokens, on its own pair of cache lines (Intel's
@@ -166,33 +166,38 @@ func (ls *leaseSet) held() int64 {
 	return n
 }
 
-// drain empties the stripes and returns the tokens they held.
+// drain empties the stripes of a retired state and returns the tokens they
+// held. It waits out a lease on its way to a stripe: the word has paid it
+// already, so its tokens reach the next state only through the stripe
+// (zeroing the mark dropped them, 31 a lease). Once drained, a stripe gets
+// no tokens again: a refill's CAS on the retired word fails, and a refund
+// goes to the current set.
 func (ls *leaseSet) drain() int64 {
 	var n int64
 	for i := range ls.s {
-		n += max(ls.s[i].n.Swap(0), 0) // a refill it zeroes drops its lease
+		for {
+			v := ls.s[i].n.Load()
+			if v == refilling {
+				runtime.Gosched()
+			} else if ls.s[i].n.CompareAndSwap(v, 0) {
+				n += v
+				break
+			}
+		}
 	}
 	return n
 }
 
-// live reports whether ls is still the current state's set: a setter
-// drains a set and the next state has none, a rebase hands it on.
-func (b *Bucket) live(ls *leaseSet) bool {
-	s := b.st.Load()
-	return s != nil && s.ls.Load() == ls
-}
-
-// leasedGrant completes an admission that took a token from ls: it stands
-// unless ls was drained meanwhile (then the token is dropped and the
-// caller tries again on the new state).
-func (b *Bucket) leasedGrant(ls *leaseSet, count bool) (grant, bool) {
-	if !b.live(ls) {
-		return grant{}, false
-	}
+// leasedGrant completes an admission that took a token from a stripe. It
+// stands even if the set has been drained since: the token was gone from
+// its stripe before the drain counted it, so no one else has it. (Dropping
+// it, and taking another, lost a token each time a setter met a caller
+// there.)
+func (b *Bucket) leasedGrant(count bool) grant {
 	if count {
 		b.c.Admit()
 	}
-	return grant{taken: 1, ok: true}, true
+	return grant{taken: 1, ok: true}
 }
 
 // refill takes a lease of leaseSize tokens from word w of s at u for the
@@ -211,11 +216,7 @@ func (b *Bucket) refill(s *state, w, u int64, ls *leaseSet, l *lease, count bool
 		l.n.Store(0)
 		return grant{}, false
 	}
-	if !l.n.CompareAndSwap(refilling, leaseSize-1) {
-		// A setter drained the set meanwhile and could not count these.
-	} else if !b.live(ls) {
-		l.n.Swap(0) // drained meanwhile: the drain may have missed these
-	}
+	l.n.Store(leaseSize - 1) // a drain waits for this (see drain)
 	if count {
 		b.countAdmit(s)
 	}
