@@ -21,7 +21,7 @@ const Inf = math.MaxFloat64
 // Bucket is a token bucket. It is safe for concurrent use; the admission
 // path takes no lock and does not allocate, except once when a contended
 // bucket splits into stripes (see docs/design.md, section rate) and when a
-// request for several tokens joins them back.
+// drained one, or a request for several tokens, joins them back.
 //
 // The zero Bucket admits nothing (rate 0, burst 0) until a setter changes it.
 type Bucket struct {
@@ -220,35 +220,20 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 		}
 		limit, why := waitrule.Clamp(maxWait, overWait, t, deadline)
 		nw, wu, ok := s.Take(w, u, int64(n), s.ToUnits(int64(limit)))
-		if ls != nil && !leased && (!ok || wu > 0) && (ls.held() > 0 || int64(n) > s.Burst) {
-			// The word alone cannot pay n at once, the stripes may help:
-			// join them again (a setter's drain, exact) and decide anew.
-			// So must a request above the word's share of the burst,
-			// even with the stripes empty: the word never holds it, and
-			// AllowN of it was refused for ever. Leasing resumes on the
-			// next collision.
-			_ = b.reconfigure(t, now == live, func(*Config) {}) // the same config: valid
-			if now == live {
-				t = clock.Nanos() // not before the new state's base
-			}
+		if ls != nil && (!ok || wu > 0) && (now == live || ls.held() > 0 || int64(n) > s.Burst) {
+			// The word cannot pay n at once, and
+			//   - the time is live: the bucket is drained (see join);
+			//   - or the stripes may hold what the word lacks;
+			//   - or n is above the word's share, which the word never
+			//     holds: AllowN of it was refused for ever.
+			// So a refusal or a wait sees every parked token.
+			t = b.join(t, now == live)
 			continue
-		}
-		if leased && ls != nil && ok && wu > 0 {
-			// A token parked in a stripe beats waiting for one.
-			if _, _, ok := ls.take(true); ok {
-				return b.leasedGrant(count)
-			}
 		}
 		if !ok {
 			if now == live && !after && s.Mode == gcra.Rate {
 				t = live // decide again on a reading taken after the load
 				continue
-			}
-			if leased && ls != nil {
-				// Tokens may be parked in other stripes.
-				if _, _, ok := ls.take(true); ok {
-					return b.leasedGrant(count)
-				}
 			}
 			if wu < 0 { // never: rate 0 and too few tokens
 				b.c.Reject(sluice.ReasonRate)
@@ -264,8 +249,13 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			return grant{ok: true}
 		}
 		if leased && ls != nil && ls == tried && empty && wu <= 0 {
-			if g, ok := b.refill(s, w, u, ls, l, count); ok {
+			g, ok, short := b.refill(s, w, u, ls, l, count)
+			if ok {
 				return g
+			}
+			if short { // drained: no lease until the word is plentiful
+				t = b.join(t, true)
+				continue
 			}
 		}
 		if s.word.CompareAndSwap(w, nw) {
@@ -274,8 +264,8 @@ func (b *Bucket) takeNanos(now int64, n int, maxWait time.Duration, deadline int
 			}
 			return grant{wait: s.ToDuration(wu), taken: n, ok: true}
 		}
-		if leased && s.mayLease() {
-			b.startLeasing(s) // two cores collided on the word
+		if leased {
+			b.collided(s, w, u)
 		}
 	}
 }
@@ -290,12 +280,13 @@ func (b *Bucket) takeFar(s *state, w, t int64, n int, leased bool, maxWait time.
 	limit, why := waitrule.Clamp(maxWait, overWait, t, deadline)
 	nw, moved, wait, ok := s.TakeFar(w, s.base, t, int64(n), limit)
 	if ls := s.ls.Load(); ls != nil && (!ok || wait > 0) {
-		// The word alone cannot pay at once; the stripes may, as in
-		// takeNanos: a single live token takes a parked one, a larger
-		// request joins them (a setter's drain, at t) and decides anew,
-		// but only if they make up the difference. A join re-expresses
-		// the bucket from its tokens at t, and a debt too long for a word
-		// (the case that is not full at t) would not survive it.
+		// The word alone cannot pay at once; the stripes may: a single
+		// live token takes a parked one, a larger request joins them (a
+		// setter's drain, at t) and decides anew, but only if they make
+		// up the difference. A join re-expresses the bucket from its
+		// tokens at t, and a debt too long for a word (the case that is
+		// not full at t) would not survive it: so no join when drained,
+		// unlike takeNanos.
 		switch {
 		case leased:
 			if _, _, ok := ls.take(true); ok {
@@ -392,9 +383,7 @@ func (b *Bucket) Allow() bool {
 					b.countIn(s)
 					return true
 				case ok:
-					if s.mayLease() {
-						b.startLeasing(s) // two cores collided on the word
-					}
+					b.collided(s, w, u)
 				case w == w0:
 					b.c.Reject(sluice.ReasonRate)
 					return false

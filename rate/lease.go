@@ -30,19 +30,23 @@ import (
 // never expire, so the bucket's promise (at most Burst at once, rate on
 // average) holds however long they wait.
 //
-// Why it does not admit less: a caller about to be rejected first takes a
-// token from any stripe (a read of each stripe, no write unless it finds
-// one; it waits out a lease on its way from the word to a stripe), Tokens
-// counts the stripes' tokens, and a lease is taken only while the word
-// keeps at least P tokens besides, so tokens are parked only when there
-// are plenty. A setter drains the stripes back into the word before
-// the new state is made from it; a rebase (the same config) hands them on.
-// A refund fills the stripes' room before the word's (see giveLeased).
-// One case does admit less: stripes that went empty refill only from the
-// word, which tops out at Burst−P, so an idle split bucket holds Burst−P
-// (9744 of 10000), and a request above that is refused once; that refusal
-// rejoins the stripes, and the bucket refills whole from then
-// (TestLeaseLargeRequestWithEmptyStripes).
+// Why it does not admit less: a lease is taken only while the word keeps
+// at least P tokens besides, so tokens are parked only when there are
+// plenty; a live request the word cannot pay at once, or a single token
+// whose stripe is empty while the word is too short to lease, joins the
+// stripes back into the word (a setter's drain, exact) and decides on the
+// whole bucket; Tokens counts the stripes' tokens. A drained bucket is so
+// one word again, and refills to Burst while idle (its word alone topped
+// out at Burst−P, 9984 of 10240 on 2 cores, and its first request for more
+// was refused). A setter drains the stripes too; a rebase (the same config)
+// hands them on. A refund fills the stripes' room before the word's (see
+// giveLeased).
+//
+// One case still admits less: a bucket left idle while its stripes hold H
+// tokens, 0 < H < P, holds Burst−P+H until a request for more is refused
+// and joins them. Nothing records when a stripe admitted (a clock read on
+// the path that exists to avoid one), and the same state right after those
+// admissions must offer no more (TestLeaseRecentStripeAdmissionsCount).
 const leaseSize = 32
 
 // refilling marks a stripe whose lease is being taken from the word: in
@@ -61,8 +65,8 @@ type lease struct {
 
 // leaseSet is a state's stripes.
 //
-// A single-token rejection reads every stripe (256 lines on 64 cores; no
-// writes, so they stay cached while the bucket is drained). A hint that
+// A single-token rejection at a far time (takeFar) reads every stripe (256
+// lines on 64 cores; no writes); elsewhere a rejection joins them. A hint that
 // spared the walk ("a stripe may hold a token", cleared by a search about
 // to walk) refused wrongly: while one search ran, every other rejection read
 // the hint cleared and refused with tokens still parked (hundreds of wrong
@@ -88,14 +92,39 @@ func (s *state) mayLease() bool {
 	return s.Mode == gcra.Rate && s.ls.Load() == nil && s.burst >= 4*int64(stripes())*leaseSize
 }
 
+// collided splits s, on whose word w two cores collided at u, if it may
+// and its word holds twice what a new set parks: a split then leases for a
+// while before the word runs short of a lease and the bucket joins again
+// (see join). A drained bucket that split on every collision made a set
+// and dropped it at once.
+func (b *Bucket) collided(s *state, w, u int64) {
+	if s.mayLease() && s.Tokens(w, u) >= float64(2*stripes()*leaseSize) {
+		b.startLeasing(s)
+	}
+}
+
+// join puts the stripes back into the word (a setter's drain: exact), and
+// returns the time to decide anew at. takeNanos joins a drained bucket, one
+// whose word is too short to lease: the stripes then only hold leftovers,
+// and a split bucket left idle refilled its word alone, to Burst−P, so its
+// first request for more was refused. Leasing resumes on a collision with
+// tokens to spare (see collided).
+func (b *Bucket) join(t int64, live bool) int64 {
+	_ = b.reconfigure(t, live, func(*Config) {}) // the same config: valid
+	if live {
+		return clock.Nanos() // not before the new state's base
+	}
+	return t
+}
+
 // stripe returns the calling goroutine's stripe.
 func (ls *leaseSet) stripe() *lease {
 	return &ls.s[counter.Probe()&uintptr(len(ls.s)-1)]
 }
 
-// take takes a token from the caller's stripe, or, if all is set (the
-// rejection path), from any stripe, once no lease is on its way to one. It
-// returns the caller's stripe and whether that stripe was empty.
+// take takes a token from the caller's stripe, or, if all is set (a
+// rejection at a far time), from any stripe, once no lease is on its way
+// to one. It returns the caller's stripe and whether that stripe was empty.
 func (ls *leaseSet) take(all bool) (l *lease, empty, ok bool) {
 	l = ls.stripe()
 	if takeOne(l) {
@@ -202,25 +231,25 @@ func (b *Bucket) leasedGrant(count bool) grant {
 
 // refill takes a lease of leaseSize tokens from word w of s at u for the
 // caller's empty stripe l and admits the caller with one of them. It takes
-// nothing, and reports false, if the word would keep fewer than the parked
-// maximum besides, or moved, or another caller is refilling l.
-func (b *Bucket) refill(s *state, w, u int64, ls *leaseSet, l *lease, count bool) (grant, bool) {
+// nothing (!ok) if the word moved or another caller refills l, or if the
+// word would keep fewer than the parked maximum besides (short: drained).
+func (b *Bucket) refill(s *state, w, u int64, ls *leaseSet, l *lease, count bool) (g grant, ok, short bool) {
 	nw, wu, ok := s.Take(w, u, leaseSize, 0)
 	if !ok || wu > 0 || s.Tokens(nw, u) < float64(ls.parked()) {
-		return grant{}, false
+		return grant{}, false, true
 	}
 	if !l.n.CompareAndSwap(0, refilling) {
-		return grant{}, false // another caller on this stripe refills it
+		return grant{}, false, false // another caller on this stripe refills it
 	}
 	if !s.word.CompareAndSwap(w, nw) {
 		l.n.Store(0)
-		return grant{}, false
+		return grant{}, false, false
 	}
 	l.n.Store(leaseSize - 1) // a drain waits for this (see drain)
 	if count {
 		b.countAdmit(s)
 	}
-	return grant{taken: 1, ok: true}, true
+	return grant{taken: 1, ok: true}, true, false
 }
 
 // startLeasing replaces s, on which two cores collided, by the same bucket
