@@ -16,7 +16,10 @@ import (
 // removes the lease; one goroutine per limiter renews every held lease
 // every TTL/3 in one round trip (its cost: one round trip per TTL/3 per
 // replica plus O(held) work in Redis, whatever the number of leases),
-// and a crashed holder's leases expire after TTL.
+// and a crashed holder's leases expire after TTL. A renewal adds back the
+// leases Redis lost (a flush, a restart, a failover): until the holder's
+// next renewal Redis admits beyond the limit by up to the leases it lost,
+// at most TTL/3 once Redis answers and the store's breaker has closed.
 //
 // A waiting Acquire polls with jittered exponential backoff: each waiter
 // costs one round trip per poll (at most one per PollMin, typically one per

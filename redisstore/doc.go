@@ -26,6 +26,14 @@
 //   - Concurrency: a limit on work in flight across replicas, as leases in
 //     a sorted set scored by expiry, renewed while the work runs and
 //     removed on release; a crashed replica's leases expire after TTL.
+//     A renewal adds back the leases Redis no longer has (a FLUSHALL, a
+//     restart without persistence, a failover to a replica that had not
+//     got them, or a lease that expired while its holder was paused):
+//     until then Redis undercounts and admits up to that many beyond
+//     Limit. Each replica's first renewal that Redis answers adds its
+//     leases back, at most TTL/3 after Redis answers again and the
+//     store's breaker has closed; from then the count is right, and no
+//     one is admitted until it is under Limit.
 //     KeyedConcurrency is the same limit per key (a set per key, each in
 //     its own Cluster slot), a per-key limiter for httplimit.
 //

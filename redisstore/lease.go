@@ -46,8 +46,13 @@ return {0, n, wait}
 	// KEYS[1] the set; ARGV ttl ms, then lease ids. Renews the leases that
 	// still exist in one ZADD XX (a loop in C: a Lua call per lease cost
 	// 2.2 µs, so that a few thousand leases outlasted a decision's
-	// timeout); replies with the positions (1-based) of those that had
-	// expired, looked up one by one only when some did.
+	// timeout); looks up one by one, only when some were missing, those
+	// that had gone (expired while their holder was slow to renew, or lost
+	// by Redis: a flush, a restart without persistence, a failover to a
+	// replica that had not got them), adds them back, since their work
+	// still runs, and replies with their positions (1-based). The set may
+	// then hold more than the limit: the acquires admit no one until it is
+	// under it again.
 	renewScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -59,13 +64,18 @@ for i = 2, #ARGV do
   scored[#scored + 1] = ARGV[i]
 end
 local changed = redis.call('ZADD', KEYS[1], 'XX', 'CH', unpack(scored))
-if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
-local lost = {}
+local lost, back = {}, {}
 if changed < #ARGV - 1 then
   for i = 2, #ARGV do
-    if not redis.call('ZSCORE', KEYS[1], ARGV[i]) then lost[#lost + 1] = i - 1 end
+    if not redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+      lost[#lost + 1] = i - 1
+      back[#back + 1] = now + ttl
+      back[#back + 1] = ARGV[i]
+    end
   end
+  if #back > 0 then redis.call('ZADD', KEYS[1], unpack(back)) end
 end
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return lost
 `)
 	// KEYS[1] the set; ARGV lease ids (one, or a batch of orphans).
@@ -163,11 +173,11 @@ type leases struct {
 	mu       sync.Mutex
 	seq      uint64
 	held     map[uint64]lease // token → lease
-	perSet   map[string]int   // leases held in each set (lost ones too: their work still runs)
+	perSet   map[string]int   // leases held in each set
 	adopted  map[string]*adoption
 	orphans  []lease // leases maybe in Redis that no permit holds: removed by the renewer
-	lost     uint64
-	renewals uint64 // renewal script calls Redis answered
+	lost     uint64  // leases a renewal found gone and added back
+	renewals uint64  // renewal script calls Redis answered
 
 	c    counters
 	quit chan struct{}
@@ -175,11 +185,9 @@ type leases struct {
 	once sync.Once
 }
 
-// lease is one lease: its set and its member; lost once a renewal found it
-// expired (it is not renewed, nor counted lost, again).
+// lease is one lease: its set and its member.
 type lease struct {
 	set, id string
-	lost    bool
 }
 
 // adoption is the permits of a set's local limiter lc that stand for the
@@ -331,7 +339,8 @@ func (l *leases) replicas() int {
 func (l *leases) localLimit(n int) int { return max(1, (l.cfg.Limit+n-1)/n) }
 
 // orphan remembers a lease that may be in Redis though no permit holds it
-// (an acquire whose answer was lost, a release that failed), so that the
+// (an acquire whose answer was lost, a release that failed, a lease a
+// renewal added back as it was released), so that the
 // renewer removes it when Redis answers again; at worst it holds a slot
 // for TTL. Only calls that may have reached Redis make orphans: with the
 // breaker open, failed acquires cost nothing here.
@@ -403,64 +412,37 @@ func (l *leases) renewer() {
 // (Redis runs one in well under a decision's Timeout); the sets with few
 // leases renewParallel calls at a time, so that the store's pipeline
 // carries many in one round trip (KeyedConcurrency has one set per key:
-// 4000 keys renewed one round trip after another took 0.9 s). Then it
-// removes up to orphanBatch orphans, one ZREM per set. The newest orphans
-// go first: the oldest are the likeliest to have expired by themselves.
+// 4000 keys renewed one round trip after another took 0.9 s). A lease
+// Redis no longer has is added back (see renewScript): after a flush or a
+// restart of Redis, the first renewal it answers makes it count every
+// lease held here again. Then it removes up to orphanBatch orphans
+// (those this renewal made among them), one ZREM per set. The newest
+// orphans go first: the oldest are the likeliest to have expired by
+// themselves.
 func (l *leases) renewOnce() {
-	type chunk struct {
-		set    string
-		tokens []uint64
-		args   []any
-	}
-	var chunks []*chunk
-	open := map[string]*chunk{}
+	var chunks []*renewal
+	open := map[string]*renewal{}
 	l.mu.Lock()
 	for tok, ls := range l.held {
-		if ls.lost {
-			continue
-		}
 		c := open[ls.set]
 		if c == nil || len(c.tokens) == renewChunk {
-			c = &chunk{set: ls.set, args: []any{l.ttlMs}}
+			c = &renewal{set: ls.set, args: []any{l.ttlMs}}
 			open[ls.set] = c
 			chunks = append(chunks, c)
 		}
 		c.tokens = append(c.tokens, tok)
 		c.args = append(c.args, ls.id)
 	}
-	n := min(len(l.orphans), orphanBatch)
-	rm := map[string][]any{}
-	for _, ls := range l.orphans[len(l.orphans)-n:] {
-		rm[ls.set] = append(rm[ls.set], ls.id)
-	}
-	l.orphans = l.orphans[:len(l.orphans)-n]
 	l.mu.Unlock()
-	renew := func(c *chunk) {
+	renew := func(c *renewal) {
 		v, err := l.s.eval(renewScript, []string{c.set}, c.args...)
-		if err != nil {
-			return // the leases expire after TTL, as with Redis unreachable
-		}
-		lost, _ := v.([]any)
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.renewals++
-		for _, x := range lost {
-			at, ok := x.(int64)
-			if !ok || at < 1 || int(at) > len(c.tokens) {
-				continue
-			}
-			if ls, ok := l.held[c.tokens[at-1]]; ok && !ls.lost {
-				ls.lost = true // not renewed, nor counted, again
-				l.held[c.tokens[at-1]] = ls
-				l.lost++
-			}
-		}
+		l.renewed(c, v, err)
 	}
 	// Small chunks (a set with few leases: KeyedConcurrency's keys) go
 	// renewParallel at a time, and the pipeline carries them together;
 	// large ones one at a time, each its own round trip, so that no round
 	// trip holds more than about renewChunk leases.
-	var small, large []*chunk
+	var small, large []*renewal
 	for _, c := range chunks {
 		if len(c.tokens)*renewParallel <= renewChunk {
 			small = append(small, c)
@@ -468,7 +450,7 @@ func (l *leases) renewOnce() {
 			large = append(large, c)
 		}
 	}
-	next := make(chan *chunk)
+	next := make(chan *renewal)
 	var wg sync.WaitGroup
 	for range min(renewParallel, len(small)) {
 		wg.Go(func() {
@@ -485,6 +467,14 @@ func (l *leases) renewOnce() {
 	for _, c := range large {
 		renew(c)
 	}
+	l.mu.Lock()
+	n := min(len(l.orphans), orphanBatch)
+	rm := map[string][]any{}
+	for _, ls := range l.orphans[len(l.orphans)-n:] {
+		rm[ls.set] = append(rm[ls.set], ls.id)
+	}
+	l.orphans = l.orphans[:len(l.orphans)-n]
+	l.mu.Unlock()
 	for set, ids := range rm {
 		if _, err := l.s.eval(releaseScript, []string{set}, ids...); err != nil {
 			l.mu.Lock()
@@ -493,6 +483,52 @@ func (l *leases) renewOnce() {
 			}
 			l.mu.Unlock()
 		}
+	}
+}
+
+// renewal is one renewal script call: a set, the tokens of the leases it
+// renews, and its arguments (the TTL, then their ids in the same order).
+type renewal struct {
+	set    string
+	tokens []uint64
+	args   []any
+}
+
+// renewed takes the answer to renewal c: the leases it found gone and
+// added back are counted lost, once per time found. A lease released
+// while the call was under way may be one of them (its release's ZREM ran
+// first): no permit holds it now, so it is orphaned, and removed at the
+// end of this renewal instead of holding a slot for TTL. So is every lease
+// released meanwhile when the answer was lost after the call may have run.
+// A failed call renews nothing: the leases expire after TTL, as with
+// Redis unreachable, unless a later renewal adds them back.
+func (l *leases) renewed(c *renewal, v any, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		if sentMaybe(err) {
+			for i, tok := range c.tokens {
+				if _, ok := l.held[tok]; !ok && len(l.orphans) < maxOrphans {
+					l.orphans = append(l.orphans, lease{set: c.set, id: c.args[i+1].(string)})
+				}
+			}
+		}
+		return
+	}
+	l.renewals++
+	lost, _ := v.([]any)
+	for _, x := range lost {
+		at, ok := x.(int64)
+		if !ok || at < 1 || int(at) > len(c.tokens) {
+			continue
+		}
+		if _, ok := l.held[c.tokens[at-1]]; !ok {
+			if len(l.orphans) < maxOrphans {
+				l.orphans = append(l.orphans, lease{set: c.set, id: c.args[at].(string)})
+			}
+			continue
+		}
+		l.lost++
 	}
 }
 
