@@ -112,8 +112,9 @@ func (l *leases) fit(c *localConc) {
 	}
 }
 
-// Stats returns the limiter's counters; InFlight is the leases this
-// replica holds, Limit the shared limit.
+// Stats returns the limiter's counters; InFlight is the leases Redis
+// admitted that this replica holds (not FailLocal's permits), Limit the
+// shared limit.
 func (l *Concurrency) Stats() sluice.Stats { return l.stats() }
 
 // KeyedConcurrency is a concurrency limit per key shared by every replica
@@ -217,8 +218,9 @@ func (l *KeyedConcurrency) Key(key string) *ConcurrencyKey {
 	return &ConcurrencyKey{l: l, key: key}
 }
 
-// Stats returns the counters over every key; InFlight is the leases this
-// replica holds, Limit the limit of one key.
+// Stats returns the counters over every key; InFlight is the leases Redis
+// admitted that this replica holds (not FailLocal's permits), Limit the
+// limit of one key.
 func (l *KeyedConcurrency) Stats() sluice.Stats { return l.stats() }
 
 // ConcurrencyKey is one key's shared concurrency limit; see

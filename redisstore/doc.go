@@ -43,7 +43,12 @@
 // replicas counted by a heartbeat, from which a closing Store withdraws,
 // or configured). Shared limits come back
 // by themselves when Redis does: the breaker lets a probe through after
-// BreakerCooldown.
+// BreakerCooldown. A concurrency limit's permits that FailLocal admitted
+// are added to Redis as leases by the first renewal Redis answers, as
+// lost leases are: until then, at most TTL/3 after Redis answers and the
+// breaker has closed, every replica admits through Redis as if they were
+// not running. FailOpen's admissions hold nothing: Redis never counts
+// them.
 //
 // Beyond one round trip per decision, Buckets keeps a local cache of keys
 // known to be over their limit until their retry-after (a rejected flood

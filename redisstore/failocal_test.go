@@ -305,3 +305,96 @@ func TestFailLocalCountsLeasesHeld(t *testing.T) {
 		})
 	}
 }
+
+// Permits FailLocal admitted while Redis was away are counted by Redis
+// once it answers again: the holder's first renewal adds them as leases,
+// so the other replicas admit only what is left of the limit (without
+// that, a whole Limit on top of them, until they were released). One
+// released while Redis is still away costs nothing there: no orphan, no
+// round trip. The renewals are driven by the test (the TTL is an hour).
+func TestFailLocalPermitsCountedWhenRedisReturns(t *testing.T) {
+	rs, s1 := ownStore(t, Config{Timeout: 20 * time.Millisecond})
+	const limit = 4
+	cfg := ConcurrencyConfig{Key: "returns", Limit: limit, Replicas: 2, TTL: time.Hour, Failure: FailLocal}
+	c, k := newConcurrency(t, s1, cfg), newKeyedConcurrency(t, s1, cfg)
+	set, _ := k.set("k")
+	for _, tc := range []struct {
+		name  string
+		l     *leases
+		a     sluice.Limiter
+		b     func(*Store) sluice.Limiter // the same limit on another replica
+		count func(*Store) int64          // members of the set in Redis
+		local func() int                  // permits FailLocal's limiter holds
+	}{
+		{"Concurrency", &c.leases, c,
+			func(s *Store) sluice.Limiter { return newConcurrency(t, s, cfg) },
+			func(s *Store) int64 { return leaseCount(t, s, cfg.Key) },
+			func() int { return c.localLimiter().Stats().InFlight }},
+		{"KeyedConcurrency", &k.leases, k.Key("k"),
+			func(s *Store) sluice.Limiter { return newKeyedConcurrency(t, s, cfg).Key("k") },
+			func(s *Store) int64 { return keyedLeases(t, s, cfg.Key, "k") },
+			func() int {
+				m, err := k.localMap("k", set)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lim, err := m.Get("k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return lim.Stats().InFlight
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs.Kill()
+			local := takeAll(t, tc.a, sluice.ErrLimit, 2*limit)
+			if len(local) != limit/2 {
+				t.Fatalf("Redis gone: FailLocal admitted %d, want %d of %d over 2 replicas", len(local), limit/2, limit)
+			}
+			local[0].Release(sluice.Success, 0)
+			tc.l.mu.Lock()
+			orphans := len(tc.l.orphans)
+			tc.l.mu.Unlock()
+			if orphans != 0 {
+				t.Errorf("%d orphans from a local permit released with Redis away", orphans)
+			}
+			p, err := tc.a.TryAcquire()
+			if err != nil {
+				t.Fatal(err)
+			}
+			local[0] = p
+			if err := rs.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; ; i++ { // the store may still be reconnecting
+				if _, err := s1.eval(releaseScript, []string{"sluice:probe"}, "x"); err == nil {
+					break
+				} else if i == 100 {
+					t.Fatalf("Redis does not answer after the restart: %v", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			tc.l.renewOnce()
+			if n := tc.count(s1); n != int64(len(local)) {
+				t.Errorf("Redis back and a renewal: it counts %d of the %d permits FailLocal admitted", n, len(local))
+			}
+			if ls := tc.l.LimiterStats(); ls.Lost != 0 {
+				t.Errorf("Lost = %d: a permit FailLocal admitted was never in Redis to be lost", ls.Lost)
+			}
+			s2 := openStore(t, rs.URL(), Config{Timeout: time.Second}, false)
+			other := takeAll(t, tc.b(s2), sluice.ErrLimit, 2*limit)
+			if len(other) != limit-len(local) {
+				t.Errorf("the other replica admitted %d with %d held by FailLocal: %d in flight, limit %d", len(other), len(local), len(local)+len(other), limit)
+			}
+			for _, p := range append(local, other...) {
+				p.Release(sluice.Success, 0)
+			}
+			if n := tc.count(s1); n != 0 {
+				t.Errorf("%d leases after every release", n)
+			}
+			if n := tc.local(); n != 0 {
+				t.Errorf("FailLocal's limiter holds %d permits after every release", n)
+			}
+		})
+	}
+}

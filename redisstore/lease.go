@@ -162,8 +162,10 @@ func (cfg *ConcurrencyConfig) check() error {
 // leases is what Concurrency and KeyedConcurrency share: the leases this
 // replica holds, in Redis sorted sets (one per limit), acquired by one
 // script, renewed together every TTL/3 by one goroutine, and the orphans
-// it still has to remove. Its Release and Cancel end a lease: it is the
-// sluice.Releaser of their permits.
+// it still has to remove. A permit FailLocal admits is a lease too, held
+// with its local permit and added to Redis by the first renewal Redis
+// answers. Its Release and Cancel end a lease: it is the sluice.Releaser
+// of their permits.
 type leases struct {
 	s     *Store
 	cfg   ConcurrencyConfig
@@ -172,8 +174,9 @@ type leases struct {
 
 	mu       sync.Mutex
 	seq      uint64
-	held     map[uint64]lease // token → lease
-	perSet   map[string]int   // leases held in each set
+	held     map[uint64]lease         // token → lease
+	local    map[uint64]sluice.Permit // token → FailLocal's permit, for the leases it admitted
+	perSet   map[string]int           // leases admitted by Redis held in each set
 	adopted  map[string]*adoption
 	orphans  []lease // leases maybe in Redis that no permit holds: removed by the renewer
 	lost     uint64  // leases a renewal found gone and added back
@@ -185,9 +188,12 @@ type leases struct {
 	once sync.Once
 }
 
-// lease is one lease: its set and its member.
+// lease is one lease: its set and its member; pending while it is one
+// FailLocal admitted that no call has tried to add to Redis yet (its
+// release has nothing to remove there).
 type lease struct {
 	set, id string
+	pending bool
 }
 
 // adoption is the permits of a set's local limiter lc that stand for the
@@ -201,6 +207,7 @@ type adoption struct {
 func (l *leases) start(s *Store, cfg ConcurrencyConfig) {
 	l.s, l.cfg, l.ttlMs, l.id = s, cfg, cfg.TTL.Milliseconds(), newID()
 	l.held = make(map[uint64]lease)
+	l.local = make(map[uint64]sluice.Permit)
 	l.perSet = make(map[string]int)
 	l.adopted = make(map[string]*adoption)
 	l.quit, l.done = make(chan struct{}), make(chan struct{})
@@ -244,7 +251,11 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 		}
 		if err != nil {
 			return l.c.fail(l.cfg.Failure, l.s.cfg.BreakerCooldown, func() (sluice.Permit, error) {
-				return waitLocal(ctx, maxAt, local)
+				p, err := waitLocal(ctx, maxAt, local)
+				if err != nil {
+					return p, err
+				}
+				return l.holdLocal(set, p), nil
 			})
 		}
 		if a[0] == 1 {
@@ -270,6 +281,20 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 		}
 		poll = min(2*poll, l.cfg.PollMax)
 	}
+}
+
+// holdLocal makes p, a permit FailLocal's limiter admitted for set, a
+// lease pending in set: the renewer adds it to Redis once Redis answers,
+// so that the other replicas count the work it admitted while Redis was
+// away. The permit returned ends both.
+func (l *leases) holdLocal(set string, p sluice.Permit) sluice.Permit {
+	l.mu.Lock()
+	l.seq++
+	tok := l.seq
+	l.held[tok] = lease{set: set, id: l.id + ":" + strconv.FormatUint(tok, 36), pending: true}
+	l.local[tok] = p
+	l.mu.Unlock()
+	return sluice.NewPermit(l, tok)
 }
 
 // adopt makes lc, the FailLocal limiter deciding for set, count the leases
@@ -352,19 +377,27 @@ func (l *leases) orphan(ls lease) {
 	l.mu.Unlock()
 }
 
-// Release removes the lease (sluice.Releaser). If Redis does not answer,
-// the lease expires after TTL.
-func (l *leases) Release(tok uint64, _ sluice.Outcome, _ time.Duration) { l.drop(tok) }
+// Release removes the lease (sluice.Releaser), and releases FailLocal's
+// permit with o and latency if it admitted the lease. If Redis does not
+// answer, the lease expires after TTL.
+func (l *leases) Release(tok uint64, o sluice.Outcome, latency time.Duration) {
+	l.drop(tok, false, o, latency)
+}
 
-// Cancel is Release: a lease that never ran frees its slot the same way.
-func (l *leases) Cancel(tok uint64) { l.drop(tok) }
+// Cancel is Release: a lease that never ran frees its slot the same way
+// (and FailLocal's permit, if it admitted the lease, is cancelled).
+func (l *leases) Cancel(tok uint64) { l.drop(tok, true, 0, 0) }
 
-func (l *leases) drop(tok uint64) {
+func (l *leases) drop(tok uint64, cancel bool, o sluice.Outcome, latency time.Duration) {
 	var free sluice.Permit // a local permit that stood for this lease
+	var own sluice.Permit  // FailLocal's permit that admitted this lease
 	l.mu.Lock()
 	ls, ok := l.held[tok]
 	delete(l.held, tok)
-	if ok {
+	if p, isLocal := l.local[tok]; isLocal {
+		own = p
+		delete(l.local, tok)
+	} else if ok {
 		n := l.perSet[ls.set] - 1
 		if n == 0 {
 			delete(l.perSet, ls.set)
@@ -384,7 +417,12 @@ func (l *leases) drop(tok uint64) {
 	}
 	l.mu.Unlock()
 	free.Cancel()
-	if ok {
+	if cancel {
+		own.Cancel()
+	} else {
+		own.Release(o, latency)
+	}
+	if ok && !ls.pending {
 		// Whether or not the call reached Redis, the lease may still be
 		// there: orphan it on any failure (at most one per lease held).
 		if _, err := l.s.eval(releaseScript, []string{ls.set}, ls.id); err != nil {
@@ -432,6 +470,7 @@ func (l *leases) renewOnce() {
 		}
 		c.tokens = append(c.tokens, tok)
 		c.args = append(c.args, ls.id)
+		c.pending = c.pending || ls.pending
 	}
 	l.mu.Unlock()
 	renew := func(c *renewal) {
@@ -487,11 +526,13 @@ func (l *leases) renewOnce() {
 }
 
 // renewal is one renewal script call: a set, the tokens of the leases it
-// renews, and its arguments (the TTL, then their ids in the same order).
+// renews, and its arguments (the TTL, then their ids in the same order);
+// pending if some of them are.
 type renewal struct {
-	set    string
-	tokens []uint64
-	args   []any
+	set     string
+	tokens  []uint64
+	args    []any
+	pending bool
 }
 
 // renewed takes the answer to renewal c: the leases it found gone and
@@ -501,7 +542,10 @@ type renewal struct {
 // end of this renewal instead of holding a slot for TTL. So is every lease
 // released meanwhile when the answer was lost after the call may have run.
 // A failed call renews nothing: the leases expire after TTL, as with
-// Redis unreachable, unless a later renewal adds them back.
+// Redis unreachable, unless a later renewal adds them back. A pending
+// lease the call added, or may have, is pending no more: its release
+// removes it from Redis. (One whose answer was lost, then found gone by
+// a later renewal, is counted lost though it may never have been there.)
 func (l *leases) renewed(c *renewal, v any, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -512,6 +556,7 @@ func (l *leases) renewed(c *renewal, v any, err error) {
 					l.orphans = append(l.orphans, lease{set: c.set, id: c.args[i+1].(string)})
 				}
 			}
+			l.sent(c)
 		}
 		return
 	}
@@ -522,20 +567,39 @@ func (l *leases) renewed(c *renewal, v any, err error) {
 		if !ok || at < 1 || int(at) > len(c.tokens) {
 			continue
 		}
-		if _, ok := l.held[c.tokens[at-1]]; !ok {
+		ls, ok := l.held[c.tokens[at-1]]
+		if !ok {
 			if len(l.orphans) < maxOrphans {
 				l.orphans = append(l.orphans, lease{set: c.set, id: c.args[at].(string)})
 			}
 			continue
 		}
-		l.lost++
+		if !ls.pending {
+			l.lost++
+		}
+	}
+	l.sent(c)
+}
+
+// sent marks the pending leases of c, a call that may have added them to
+// Redis, as no longer pending. l.mu is held.
+func (l *leases) sent(c *renewal) {
+	if !c.pending {
+		return
+	}
+	for _, tok := range c.tokens {
+		if ls, ok := l.held[tok]; ok && ls.pending {
+			ls.pending = false
+			l.held[tok] = ls
+		}
 	}
 }
 
-// stats are the counters; InFlight is the leases this replica holds.
+// stats are the counters; InFlight is the leases Redis admitted that this
+// replica holds (FailLocal's permits are its limiter's).
 func (l *leases) stats() sluice.Stats {
 	l.mu.Lock()
-	n := len(l.held)
+	n := len(l.held) - len(l.local)
 	l.mu.Unlock()
 	return l.c.stats(float64(l.cfg.Limit), n)
 }

@@ -15,7 +15,9 @@ type Failure uint8
 
 const (
 	// FailOpen admits: the protected service prefers serving without a
-	// shared limit to refusing traffic. The default.
+	// shared limit to refusing traffic. The default. Its permits hold
+	// nothing: a concurrency limit's Redis never counts the work they
+	// admitted, also once it answers again.
 	FailOpen Failure = iota
 	// FailClosed rejects with sluice.ReasonStore (sluice.ErrStore, a
 	// capacity rejection: HTTP 503).
@@ -27,7 +29,11 @@ const (
 	// the count changes, the limiter is resized, not replaced: the permits
 	// it holds stay counted and its buckets keep their tokens. A
 	// concurrency limit's local share also counts the leases this replica
-	// still holds from Redis: their work runs on.
+	// still holds from Redis: their work runs on. And its permits are
+	// leases too, held in the process until the first lease renewal that
+	// Redis answers adds them (at most TTL/3 after it answers again and
+	// the breaker has closed), so that the other replicas count them once
+	// Redis is back; one released before that costs Redis nothing.
 	FailLocal
 )
 
