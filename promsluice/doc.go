@@ -35,7 +35,7 @@
 //	sluice_store_fallbacks_total      counter    limiter  shared: decisions by the failure policy, Redis away
 //	sluice_store_cache_hits_total     counter    limiter  shared: rejections from the over-limit cache
 //	sluice_store_local_admits_total   counter    limiter  shared: admissions from batched tokens
-//	sluice_store_leases_lost_total    counter    limiter  shared: leases found expired at renewal
+//	sluice_store_leases_lost_total    counter    limiter  shared: leases a renewal found gone from Redis and added back
 //	sluice_store_round_trip_seconds   histogram  store    store calls as limiters waited for them
 //	sluice_store_calls_total          counter    store    calls sent to Redis
 //	sluice_store_round_trips_total    counter    store    round trips (calls sent alone, pipelines)

@@ -87,7 +87,7 @@ func NewSharedCollector(name string, src SharedSource) (*Collector, error) {
 	fallbacks := desc("sluice_store_fallbacks_total", "Decisions made by the failure policy because the store did not answer.", name)
 	cacheHits := desc("sluice_store_cache_hits_total", "Rejections answered from the over-limit cache, without a round trip.", name)
 	local := desc("sluice_store_local_admits_total", "Admissions spent from tokens the batched mode took ahead.", name)
-	lost := desc("sluice_store_leases_lost_total", "Leases found expired at renewal while their holder still ran.", name)
+	lost := desc("sluice_store_leases_lost_total", "Leases a renewal found gone from Redis (expired, or lost by a flush or restart) while their holder still ran, and added back.", name)
 	return &Collector{
 		descs: append(m.descs(), fallbacks, cacheHits, local, lost),
 		collect: func(ch chan<- prometheus.Metric) {

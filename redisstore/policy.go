@@ -96,7 +96,7 @@ type LimiterStats struct {
 	CacheHits uint64 // rejections answered from the over-limit cache, no round trip
 	Local     uint64 // admissions spent from locally held batched tokens
 	Lost      uint64 // leases a renewal found gone from Redis (expired or lost by Redis while their holder ran) and added back, each time
-	Renewals  uint64 // lease renewal script calls Redis answered (a call renews up to 1000 leases of a set)
+	Renewals  uint64 // lease renewal script calls Redis answered (a call renews up to 250 leases of a set)
 }
 
 func (c *counters) limiterStats() LimiterStats {
