@@ -160,3 +160,32 @@ func TestVegasSlowStartFullAtAFractionalLimit(t *testing.T) {
 		t.Fatalf("limit in [%d, %d] over the second half of 10s of a healthy service, want 100", r.minLimit, r.maxLimit)
 	}
 }
+
+// The no-load evidence of a round trip is the successes near the fewest
+// in flight counted from the one that lowered it: those before it are
+// dropped, even when near it (see Vegas for why). Here three of 100ms at
+// 10 in flight, then 160ms at 9: the evidence is 160ms and the closing
+// 100ms at 10, 130ms; keeping the earlier three would make it 112ms.
+func TestVegasLeastLoadedCountsFromTheFewest(t *testing.T) {
+	const ms = time.Millisecond
+	v, err := NewVegas(VegasConfig{InitialLimit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []struct {
+		at time.Duration
+		s  Sample
+	}{
+		{0, ok(100*ms, 10)}, // opens a round trip of 100ms
+		{10 * ms, ok(100*ms, 10)},
+		{20 * ms, ok(100*ms, 10)},
+		{30 * ms, ok(160*ms, 9)},   // the fewest: 10 is near 9 (at most 9+9/8+1), but came before
+		{40 * ms, ok(300*ms, 20)},  // not near 9: not evidence
+		{100 * ms, ok(100*ms, 10)}, // near 9, after it: evidence; closes the round trip
+	} {
+		v.Observe(epoch.Add(st.at), st.s)
+	}
+	if got, want := v.NoLoadLatency(), 130*ms; got != want {
+		t.Fatalf("no-load latency %v, want %v: the mean of the successes near the fewest in flight from it on", got, want)
+	}
+}
