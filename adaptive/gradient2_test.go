@@ -132,3 +132,35 @@ func TestGradient2KnownLoadCappedByLimit(t *testing.T) {
 		t.Fatalf("known load %d with limit %d, want within (5, %d]", g.seenAt, g.Limit(), most)
 	}
 }
+
+// long's known-load evidence is every success of the round trip that
+// started at seenAt in flight or below, whatever the order: one that
+// started with fewer in flight does not discard those before it.
+func TestGradient2KnownEvidenceKeepsEarlierSamples(t *testing.T) {
+	const ms = time.Millisecond
+	g, err := NewGradient2(Gradient2Config{InitialLimit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Duration{0, 1, 2, 3, 4, 5, 6, 7, 8, 10} {
+		g.Observe(epoch.Add(at*ms), ok(10*ms, 10)) // warm-up; the 10th closes the round trip
+	}
+	if g.seenAt != 10 {
+		t.Fatalf("seenAt %d after warm-up at 10 in flight, want 10", g.seenAt)
+	}
+	for _, st := range []struct {
+		at time.Duration
+		s  Sample
+	}{
+		{11 * ms, ok(20*ms, 10)},
+		{12 * ms, ok(20*ms, 10)},
+		{13 * ms, ok(20*ms, 10)},
+		{14 * ms, ok(20*ms, 5)},  // fewer in flight
+		{20 * ms, ok(20*ms, 10)}, // closes the round trip
+	} {
+		g.Observe(epoch.Add(st.at), st.s)
+	}
+	if g.slow.n != 5 {
+		t.Fatalf("slow evidence %d successes, want all 5 of the round trip (each at most seenAt 10 in flight)", g.slow.n)
+	}
+}
