@@ -21,8 +21,10 @@ type roundTrip struct {
 	maxInFlight int
 	dropped     bool
 	// The least loaded successes: those that started near (see near)
-	// lowInFlight, the fewest in flight of the round trip. Their mean is the round trip's best
-	// evidence of the latency with no load.
+	// lowInFlight, the fewest in flight of the round trip, counted from
+	// the success that brought it down (see Vegas for why those before it
+	// are dropped). Their mean is the round trip's best evidence of the
+	// latency with no load.
 	lowInFlight int
 	lowN        int
 	lowSum      float64
