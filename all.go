@@ -17,8 +17,17 @@ import (
 //
 // Releasing the returned permit releases the parts in reverse order with the
 // same outcome and latency.
+//
+// A nil Limiter in ls is no limit and is skipped, so an optional limit can
+// be left nil.
 func All(ls ...Limiter) Limiter {
-	return &all{ls: append([]Limiter(nil), ls...)}
+	a := &all{ls: make([]Limiter, 0, len(ls))}
+	for _, l := range ls {
+		if l != nil {
+			a.ls = append(a.ls, l)
+		}
+	}
+	return a
 }
 
 type all struct {

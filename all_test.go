@@ -377,3 +377,31 @@ func TestAllRejectionDoesNotAllocate(t *testing.T) {
 		t.Errorf("the first part kept %d permits after the second rejected", s.InFlight)
 	}
 }
+
+// A nil limiter (an optional limit left unset) is no limit: All skips it
+// rather than panicking on the first request or the first Stats scrape.
+func TestAllSkipsNilLimiters(t *testing.T) {
+	_, c, _ := rateThenSlots(t, 1, 1, 0)
+	for _, l := range []sluice.Limiter{sluice.All(nil, c, nil), sluice.All(nil)} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("All with a nil limiter panics: %v", r)
+				}
+			}()
+			p, err := l.TryAcquire()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Release(sluice.Success, 0)
+			p, err = l.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Cancel()
+			if st := l.Stats(); st.Admitted != 2 || st.InFlight != 0 {
+				t.Fatalf("stats = %+v, want 2 admitted, none in flight", st)
+			}
+		}()
+	}
+}
