@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -19,15 +20,29 @@ import (
 // same outcome and latency.
 //
 // A nil Limiter in ls is no limit and is skipped, so an optional limit can
-// be left nil.
+// be left nil. A limiter given more than once is asked once, at its first
+// place: one request must not hold two of its slots or tokens, nor wait in
+// its queue for a slot it holds itself. (Limiters are told apart with ==; a
+// value of a type == cannot compare is always kept.)
 func All(ls ...Limiter) Limiter {
 	a := &all{ls: make([]Limiter, 0, len(ls))}
 	for _, l := range ls {
-		if l != nil {
+		if l != nil && !slices.ContainsFunc(a.ls, func(k Limiter) bool { return same(k, l) }) {
 			a.ls = append(a.ls, l)
 		}
 	}
 	return a
+}
+
+// same reports whether a and b are the same limiter: ==, but false rather
+// than a panic for values of a type == cannot compare.
+func same(a, b Limiter) (eq bool) {
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
+	return a == b
 }
 
 type all struct {

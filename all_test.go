@@ -405,3 +405,45 @@ func TestAllSkipsNilLimiters(t *testing.T) {
 		}()
 	}
 }
+
+// A limiter given twice is one limit, asked once: a request must not hold
+// two of its slots, or wait in its queue for a slot it holds itself.
+func TestAllDuplicateLimiterCountsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, c, _ := rateThenSlots(t, 2, 1, 5)
+		l := sluice.All(b, c, b, c)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		p, err := l.Acquire(ctx)
+		if err != nil {
+			t.Fatalf("Acquire of an idle limit given twice = %v, want admission", err)
+		}
+		if tk, st := b.Tokens(), c.Stats(); tk != 1 || st.InFlight != 1 {
+			t.Errorf("tokens %v, in flight %d; want 1 token taken and 1 slot held", tk, st.InFlight)
+		}
+		p.Release(sluice.Success, 0)
+		if p, err = l.TryAcquire(); err != nil {
+			t.Fatalf("TryAcquire = %v, want the bucket's second token", err)
+		}
+		p.Release(sluice.Success, 0)
+	})
+}
+
+// Limiters of a type that == cannot compare are kept, not compared.
+func TestAllUncomparableLimiters(t *testing.T) {
+	var log []string
+	a, b := uncomparable{recorder{"a", &log}, nil}, uncomparable{recorder{"b", &log}, nil}
+	p, err := sluice.All(a, b, a).TryAcquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(sluice.Success, 0)
+	if len(log) != 3 {
+		t.Fatalf("releases %v, want all three parts", log)
+	}
+}
+
+type uncomparable struct {
+	recorder
+	_ []int
+}
