@@ -123,8 +123,11 @@ func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
 			done = true
 			// A cancelled wait is not a rejection; a reason beyond
 			// NumReasons (a foreign Limiter's) must not index past the
-			// array.
-			if r := ReasonOf(err); r != ReasonUnknown && int(r) < len(a.rejected) {
+			// array: it counts as unknown, so that every rejection counts.
+			if r, ok := reasonOf(err); ok {
+				if int(r) >= len(a.rejected) {
+					r = ReasonUnknown
+				}
 				a.rejected[r].Add(1)
 			}
 			return Permit{}, err
@@ -154,10 +157,10 @@ func (m *multi) cancelParts() {
 }
 
 // Stats reports the composition's own counters: admissions of the whole,
-// rejections by the reason the rejecting part gave (a cancelled wait is not
-// counted), permits of the whole in flight, and callers queued in any
-// part. Limit is 0: the parts' limits are in different units; read them from
-// the parts.
+// rejections by the reason the rejecting part gave (a reason this version
+// does not know counts as ReasonUnknown; a cancelled wait is not counted),
+// permits of the whole in flight, and callers queued in any part. Limit is
+// 0: the parts' limits are in different units; read them from the parts.
 func (a *all) Stats() Stats {
 	s := Stats{InFlight: int(a.inFlight.Load()), Admitted: a.admitted.Load()}
 	for i := range a.rejected {

@@ -252,6 +252,20 @@ func TestAllUnknownReasonDoesNotPanic(t *testing.T) {
 	}
 }
 
+// Every rejection is counted, as the conformance suite's accounting wants
+// (admitted + RejectedTotal = calls): one with ReasonUnknown, or with a
+// reason this version does not know, under ReasonUnknown.
+func TestAllCountsEveryRejection(t *testing.T) {
+	for _, r := range []sluice.Reason{sluice.ReasonUnknown, sluice.NumReasons + 3} {
+		l := sluice.All(rejecter{r})
+		l.TryAcquire()
+		l.Acquire(context.Background())
+		if st := l.Stats(); st.RejectedTotal() != 2 || st.Rejected[sluice.ReasonUnknown] != 2 {
+			t.Errorf("reason %v: Stats.Rejected = %v, want 2 under unknown", r, st.Rejected)
+		}
+	}
+}
+
 func TestAllOfNothingAdmits(t *testing.T) {
 	p, err := sluice.All().TryAcquire()
 	if err != nil {

@@ -193,14 +193,20 @@ func RetryAfter(err error) (time.Duration, bool) {
 // ReasonOf returns the reason carried by err, or ReasonUnknown if err is not a
 // rejection.
 func ReasonOf(err error) Reason {
+	r, _ := reasonOf(err)
+	return r
+}
+
+// reasonOf is ReasonOf that also says whether err is a rejection at all.
+func reasonOf(err error) (Reason, bool) {
 	if re, ok := err.(*RejectError); ok {
-		return re.Reason // unwrapped: no errors.As, no allocation
+		return re.Reason, true // unwrapped: no errors.As, no allocation
 	}
 	var re *RejectError
 	if errors.As(err, &re) {
-		return re.Reason
+		return re.Reason, true
 	}
-	return ReasonUnknown
+	return ReasonUnknown, false
 }
 
 // ErrInvalidConfig is matched by every *ConfigError, so one errors.Is tells
