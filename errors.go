@@ -134,7 +134,8 @@ func RejectQuota(r Reason, retryAfter time.Duration) error {
 }
 
 func reject(r Reason, retryAfter time.Duration, quota bool) error {
-	if retryAfter <= 0 && int(r) < NumReasons {
+	retryAfter = max(retryAfter, 0) // a time already past is no hint
+	if retryAfter == 0 && int(r) < NumReasons {
 		k := 0
 		if quota {
 			k = 1

@@ -170,3 +170,19 @@ func TestReasonOfDoesNotAllocate(t *testing.T) {
 		t.Errorf("ReasonOf and RetryAfter allocate %v times", n)
 	}
 }
+
+// A negative hint (a time already past) is no hint: RetryAfter is never
+// negative, whatever the reason, known to this version or not.
+func TestRejectNegativeHintIsZero(t *testing.T) {
+	for _, r := range []sluice.Reason{sluice.ReasonRate, sluice.NumReasons + 3} {
+		for _, reject := range []func(sluice.Reason, time.Duration) error{sluice.Reject, sluice.RejectQuota} {
+			err := reject(r, -time.Second)
+			if d, ok := sluice.RetryAfter(err); !ok || d != 0 {
+				t.Errorf("%v: RetryAfter = %v, %v; want 0, true", r, d, ok)
+			}
+			if sluice.ReasonOf(err) != r {
+				t.Errorf("ReasonOf = %v, want %v", sluice.ReasonOf(err), r)
+			}
+		}
+	}
+}
