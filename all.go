@@ -9,8 +9,13 @@ import (
 
 // All returns a Limiter that admits only when every one of ls admits, in
 // order. When a later limiter rejects (or the context ends while waiting for
-// it), the permits the earlier ones granted are cancelled, so a per-key rate
-// limit does not lose tokens because a global concurrency limit said no.
+// it, or it fails or panics), the permits the earlier ones granted are
+// cancelled, so a per-key rate limit does not lose tokens because a global
+// concurrency limit said no.
+//
+// A rejection is the rejecting limiter's error, unchanged: its reason, its
+// Quota (429 or 503) and its retry-after hint. The limiters after it were
+// not asked, so a retry after the hint may still meet one of them.
 //
 // Put the cheap, non-waiting limiters first: a rate limit before a
 // concurrency limit with a queue means a caller that would be rate limited

@@ -461,3 +461,37 @@ type uncomparable struct {
 	recorder
 	_ []int
 }
+
+// The composition's rejection is the rejecting part's error, hint and all:
+// the first part to reject, since the later ones are not asked.
+func TestAllRejectionIsTheRejectingParts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spent := func(rps float64) *rate.Bucket {
+			b, err := rate.NewBucket(rate.Config{Rate: rps, Burst: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Allow()
+			return b
+		}
+		full, err := rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			l    sluice.Limiter
+			want time.Duration
+		}{
+			{sluice.All(full, spent(0.1)), 10 * time.Second},
+			{sluice.All(spent(1), spent(0.1)), time.Second},
+		} {
+			_, err := c.l.TryAcquire()
+			if d, ok := sluice.RetryAfter(err); !ok || d != c.want || !errors.Is(err, sluice.ErrQuota) {
+				t.Errorf("err = %v: RetryAfter %v, %v; want %v, a quota rejection", err, d, ok, c.want)
+			}
+		}
+		if tk := full.Tokens(); tk != 1 {
+			t.Errorf("the admitting part has %v tokens, want 1 (refunded)", tk)
+		}
+	})
+}

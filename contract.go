@@ -67,6 +67,8 @@ type Releaser interface {
 // Permit is admission granted by a Limiter. Release it exactly once, with the
 // outcome and latency of the work; a second Release (or Cancel) on the same
 // Permit variable does nothing. Do not copy a Permit and release both copies.
+// A Permit is not safe for concurrent use: Release or Cancel it from one
+// goroutine, or under a lock.
 //
 // The zero Permit holds nothing: releasing it does nothing.
 type Permit struct {
