@@ -3,10 +3,13 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
@@ -23,7 +26,7 @@ func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.W
 	}
 	var quiet time.Duration // the fastest probe seen: the service idle
 	return func(ctx context.Context, rate float64) (Step, error) {
-		if err := drain(ctx, url, &quiet); err != nil {
+		if err := drain(ctx, url, &quiet, timeout); err != nil {
 			return Step{}, err
 		}
 		res, err := load.Run(ctx, load.Config{
@@ -111,33 +114,58 @@ func WriteRecommendationJSON(w io.Writer, r Recommendation) error {
 	return enc.Encode(r)
 }
 
+// ErrNoAnswer is matched by the error of a step whose service took the
+// drain probe's connection but did not answer it: it listens, so it is
+// not unreachable (load.ErrUnreachable).
+var ErrNoAnswer = errors.New("target accepts connections but does not answer")
+
 // drain waits until the service answers one request about as fast as it
 // did idle: a step past capacity leaves a queue behind (the service works
 // on requests whose clients gave up), and the next step must not measure
-// it. It probes one request at a time, for at most a minute.
-func drain(parent context.Context, url string, quiet *time.Duration) error {
-	client := &http.Client{Timeout: 30 * time.Second}
+// it. It probes one request at a time, for at most a minute. Until the
+// service has answered once (*quiet is 0), a probe waits at most first,
+// the step's client timeout: a service that does not answer one request
+// within it, idle, fails every request of a step. Later probes, which may
+// wait behind a queue, wait up to 30 s.
+func drain(parent context.Context, url string, quiet *time.Duration, first time.Duration) error {
+	client := &http.Client{}
 	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(parent, time.Minute)
 	defer cancel()
 	for i := 0; ; i++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		wait, what := 30*time.Second, ""
+		if *quiet == 0 {
+			wait, what = min(first, time.Minute), ", the client's timeout (-timeout)"
+		}
+		probeCtx, probeCancel := context.WithTimeout(ctx, wait)
+		var connected atomic.Bool
+		probeCtx = httptrace.WithClientTrace(probeCtx, &httptrace.ClientTrace{
+			GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+		})
+		req, err := http.NewRequestWithContext(probeCtx, http.MethodGet, url, nil)
 		if err != nil {
+			probeCancel()
 			return err
 		}
 		start := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
+			timedOut := probeCtx.Err() == context.DeadlineExceeded
+			probeCancel()
 			if err := parent.Err(); err != nil {
 				return err // stopped (Ctrl-C), not unreachable
 			}
 			if ctx.Err() != nil && i > 0 {
 				return nil // still busy after a minute: measure anyway
 			}
+			if connected.Load() && timedOut {
+				return fmt.Errorf("%w: %s: no answer within %v%s", ErrNoAnswer, url, wait, what)
+			}
 			return fmt.Errorf("%w: %s: %v", load.ErrUnreachable, url, err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		probeCancel()
 		d := time.Since(start)
 		if *quiet == 0 || d < *quiet {
 			*quiet = d

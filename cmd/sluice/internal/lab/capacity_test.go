@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -198,5 +199,44 @@ func TestRecommendationSaysWhenNoLimitWasFound(t *testing.T) {
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("%s: best %v rps; the advice does not say %q:\n%s", tc.name, best.RateRPS, tc.want, b.String())
 		}
+	}
+}
+
+// rawServer serves URL's connections with serve on a loopback listener, each
+// in its own goroutine, until the test ends.
+func rawServer(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { serve(c); <-done; c.Close() }()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// TestStepMeasureNoAnswer: a service that accepts connections and never
+// answers is told apart from one nothing listens on, and within the
+// client's timeout (twice the SLO's latency here: 200 ms), not the 30 s
+// the probe waited before calling it unreachable. The test's own context
+// ends after 10 s, so the old wait failed it with "deadline exceeded".
+func TestStepMeasureNoAnswer(t *testing.T) {
+	url := rawServer(t, func(net.Conn) {}) // reads nothing, writes nothing
+	slo, _ := ParseSLO("p95<=100ms,success>=99%")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := StepMeasure(url, slo, 200*time.Millisecond, 0, nil)(ctx, 10)
+	if !errors.Is(err, ErrNoAnswer) || errors.Is(err, load.ErrUnreachable) ||
+		!strings.Contains(err.Error(), "no answer within 200ms") {
+		t.Errorf("err = %v, want ErrNoAnswer, no answer within 200ms", err)
 	}
 }
