@@ -115,8 +115,9 @@ func WriteRecommendationJSON(w io.Writer, r Recommendation) error {
 }
 
 // ErrNoAnswer is matched by the error of a step whose service took the
-// drain probe's connection but did not answer it: it listens, so it is
-// not unreachable (load.ErrUnreachable).
+// drain probe's connection but did not answer it, in time or at all (it
+// closed the connection): it listens, so it is not unreachable
+// (load.ErrUnreachable).
 var ErrNoAnswer = errors.New("target accepts connections but does not answer")
 
 // drain waits until the service answers one request about as fast as it
@@ -160,6 +161,12 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 			}
 			if connected.Load() && timedOut {
 				return fmt.Errorf("%w: %s: no answer within %v%s", ErrNoAnswer, url, wait, what)
+			}
+			if connected.Load() {
+				if e := errors.Unwrap(err); e != nil {
+					err = e // *url.Error's "Get URL:" repeats the URL
+				}
+				return fmt.Errorf("%w: %s: the connection ended without an answer (%v)", ErrNoAnswer, url, err)
 			}
 			return fmt.Errorf("%w: %s: %v", load.ErrUnreachable, url, err)
 		}

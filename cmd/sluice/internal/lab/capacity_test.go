@@ -240,3 +240,20 @@ func TestStepMeasureNoAnswer(t *testing.T) {
 		t.Errorf("err = %v, want ErrNoAnswer, no answer within 200ms", err)
 	}
 }
+
+// TestStepMeasureClosed: a service that takes each connection and closes
+// it at once listens, so it is not unreachable: the probe says it
+// accepts connections but ended them without an answer. (Depending on
+// when the close arrives, net/http says EOF, a reset, or "server closed
+// idle connection".)
+func TestStepMeasureClosed(t *testing.T) {
+	url := rawServer(t, func(c net.Conn) { c.Close() })
+	slo, _ := ParseSLO("p95<=100ms,success>=99%")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := StepMeasure(url, slo, 200*time.Millisecond, 0, nil)(ctx, 10)
+	if !errors.Is(err, ErrNoAnswer) || errors.Is(err, load.ErrUnreachable) ||
+		!strings.Contains(err.Error(), "the connection ended without an answer") {
+		t.Errorf("err = %v, want ErrNoAnswer, the connection ended without an answer", err)
+	}
+}
