@@ -120,6 +120,11 @@ func WriteRecommendationJSON(w io.Writer, r Recommendation) error {
 // (load.ErrUnreachable).
 var ErrNoAnswer = errors.New("target accepts connections but does not answer")
 
+// ErrRedirect is matched by the error of a step whose URL answered the
+// first drain probe with a redirect: the load generator counts a redirect
+// as a failure and does not follow it, so every step would fail.
+var ErrRedirect = errors.New("the URL redirects")
+
 // drain waits until the service answers one request about as fast as it
 // did idle: a step past capacity leaves a queue behind (the service works
 // on requests whose clients gave up), and the next step must not measure
@@ -129,7 +134,8 @@ var ErrNoAnswer = errors.New("target accepts connections but does not answer")
 // within it, idle, fails every request of a step. Later probes, which may
 // wait behind a queue, wait up to 30 s.
 func drain(parent context.Context, url string, quiet *time.Duration, first time.Duration) error {
-	client := &http.Client{}
+	// A redirect is an answer, as to the load generator.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(parent, time.Minute)
 	defer cancel()
@@ -173,6 +179,10 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		probeCancel()
+		if to, err := resp.Location(); err == nil && *quiet == 0 && resp.StatusCode/100 == 3 {
+			return fmt.Errorf("%w: %s answers %s, a redirect to %s: the load generator counts a redirect as a failure and does not follow it; give the URL it leads to",
+				ErrRedirect, url, resp.Status, to)
+		}
 		d := time.Since(start)
 		if *quiet == 0 || d < *quiet {
 			*quiet = d

@@ -257,3 +257,24 @@ func TestStepMeasureClosed(t *testing.T) {
 		t.Errorf("err = %v, want ErrNoAnswer, the connection ended without an answer", err)
 	}
 }
+
+// TestStepMeasureRedirect: a URL that redirects is an error before the
+// first step, naming where it leads: the load generator counts a redirect
+// as a failure and does not follow it, so every step failed ("no rate met
+// the SLO"), while the probe followed it and found the service answering;
+// a redirect to itself was "unreachable" after 10 of them.
+func TestStepMeasureRedirect(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(http.ResponseWriter, *http.Request) {})
+	mux.Handle("/moved", http.RedirectHandler("/ok", http.StatusFound))
+	mux.Handle("/loop", http.RedirectHandler("/loop", http.StatusMovedPermanently))
+	s := httptest.NewServer(mux)
+	defer s.Close()
+	slo, _ := ParseSLO("p95<=100ms,success>=99%")
+	for path, to := range map[string]string{"/moved": s.URL + "/ok", "/loop": s.URL + "/loop"} {
+		_, err := StepMeasure(s.URL+path, slo, 200*time.Millisecond, 0, nil)(context.Background(), 10)
+		if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "a redirect to "+to) {
+			t.Errorf("%s: err = %v, want ErrRedirect, a redirect to %s", path, err, to)
+		}
+	}
+}
