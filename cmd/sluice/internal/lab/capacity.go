@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +82,9 @@ type Step struct {
 	QuantileMs float64 `json:"quantile_ms"`
 	P50Ms      float64 `json:"p50_ms"`
 	MeanMs     float64 `json:"mean_ms"`
+	// Failures counts the requests that did not succeed by how they
+	// ended: "HTTP 500", "timeout", "2xx after the timeout", "not sent"...
+	Failures map[string]int64 `json:"failures,omitempty"`
 	// Behind is true when the generator could not keep its schedule: the
 	// step measured the generator, not the service.
 	Behind bool `json:"behind,omitempty"`
@@ -96,6 +100,22 @@ func (s Step) success() float64 {
 		return 0
 	}
 	return float64(s.Successes) / float64(s.Sent)
+}
+
+// failures lists Failures, the most frequent first: "8 HTTP 500, 1 eof".
+func (s Step) failures() string {
+	kinds := make([]string, 0, len(s.Failures))
+	for k := range s.Failures {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		a, b := s.Failures[kinds[i]], s.Failures[kinds[j]]
+		return a > b || a == b && kinds[i] < kinds[j]
+	})
+	for i, k := range kinds {
+		kinds[i] = fmt.Sprintf("%d %s", s.Failures[k], k)
+	}
+	return strings.Join(kinds, ", ")
 }
 
 // Meets reports whether the step met slo.
@@ -155,9 +175,9 @@ func (s Search) Find(ctx context.Context, slo SLO, measure Measure) (steps []Ste
 	}
 	ok := func(st Step) bool { return st.Meets(slo) && st.Sustainable }
 	lo, hi := 0.0, 0.0
+	var st Step
 	for rate := s.Start; ; rate = math.Min(2*rate, s.Max) {
-		st, err := run(rate)
-		if err != nil {
+		if st, err = run(rate); err != nil {
 			return steps, best, err
 		}
 		if !ok(st) {
@@ -170,7 +190,19 @@ func (s Search) Find(ctx context.Context, slo SLO, measure Measure) (steps []Ste
 		}
 	}
 	if lo == 0 {
-		return steps, best, fmt.Errorf("%w: %v failed at %.4g rps, the first step", ErrNoRate, slo, s.Start)
+		// Why, since a service that fails every request, at any rate,
+		// otherwise read as one whose capacity is below the first.
+		why := fmt.Sprintf("success %.3f%%, p%g %.1f ms", 100*st.success(), slo.Quantile*100, st.QuantileMs)
+		if st.Successes == 0 && st.Sent > 0 {
+			why = fmt.Sprintf("not one of its %d requests succeeded", st.Sent)
+		}
+		if f := st.failures(); f != "" {
+			why += " (" + f + ")"
+		}
+		if st.Successes == 0 && st.Sent > 0 {
+			why += ": the service fails every request even at the lowest rate, not for want of capacity"
+		}
+		return steps, best, fmt.Errorf("%w: %v failed at %.4g rps, the first step: %s", ErrNoRate, slo, s.Start, why)
 	}
 	for (hi-lo)/lo > s.Precision {
 		mid := (lo + hi) / 2

@@ -47,15 +47,34 @@ func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.W
 			MeanMs:     ms(res.Success.Mean),
 			// A generator whose sends lagged by a good part of the SLO's
 			// latency measured itself (or its machine), not the service.
-			Behind: ms(res.SendLag.P99) > ms(slo.Latency)/2,
+			Behind:   ms(res.SendLag.P99) > ms(slo.Latency)/2,
+			Failures: map[string]int64{},
+		}
+		for code, n := range res.Status {
+			if code/100 != 2 {
+				st.Failures[fmt.Sprintf("HTTP %d", code)] += n
+			}
+		}
+		for kind, n := range res.Errors {
+			st.Failures[kind] += n
+		}
+		if late := res.OK - res.Good; late > 0 {
+			st.Failures["2xx after the timeout"] += late
+		}
+		if res.Skipped > 0 {
+			st.Failures["not sent"] += res.Skipped
 		}
 		verdict := "meets"
 		if !st.Meets(slo) {
 			verdict = "misses"
 		}
 		if progress != nil {
-			fmt.Fprintf(progress, "step %8.1f rps: success %.3f%%, p%g %.1f ms, successes' p50 %.1f ms: %s the SLO%s\n",
-				rate, 100*st.success(), slo.Quantile*100, st.QuantileMs, st.P50Ms, verdict, map[bool]string{true: " (the generator fell behind: send lag p99 " + fmt.Sprintf("%.1f ms)", ms(res.SendLag.P99))}[st.Behind])
+			failed := ""
+			if f := st.failures(); f != "" {
+				failed = " (" + f + ")"
+			}
+			fmt.Fprintf(progress, "step %8.1f rps: success %.3f%%%s, p%g %.1f ms, successes' p50 %.1f ms: %s the SLO%s\n",
+				rate, 100*st.success(), failed, slo.Quantile*100, st.QuantileMs, st.P50Ms, verdict, map[bool]string{true: " (the generator fell behind: send lag p99 " + fmt.Sprintf("%.1f ms)", ms(res.SendLag.P99))}[st.Behind])
 		}
 		return st, nil
 	}

@@ -278,3 +278,24 @@ func TestStepMeasureRedirect(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchFailsEveryRequest: a service that answers every request with
+// a 500 met no rate, and the verdict says why: not one request succeeded,
+// and what came back. "Failed at 20 rps, the first step" alone read as a
+// capacity below the lowest rate tried, to be found with a lower -start.
+func TestSearchFailsEveryRequest(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer s.Close()
+	slo, _ := ParseSLO("p95<=100ms,success>=99%")
+	measure := StepMeasure(s.URL, slo, 500*time.Millisecond, 0, nil)
+	steps, _, err := Search{Start: 20, Max: 80, Precision: 0.02}.Find(context.Background(), slo, measure)
+	if !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "not one of its") ||
+		!strings.Contains(err.Error(), "HTTP 500") {
+		t.Errorf("err = %v, want ErrNoRate saying not one of its requests succeeded, HTTP 500", err)
+	}
+	if len(steps) != 1 {
+		t.Errorf("%d steps, want 1", len(steps))
+	}
+}
