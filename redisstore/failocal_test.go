@@ -250,17 +250,7 @@ func TestFailLocalCountsLeasesHeld(t *testing.T) {
 		queued func() int // callers waiting in the local limiter
 	}{
 		{"Concurrency", c, func() int { return c.localLimiter().Stats().Queued }},
-		{"KeyedConcurrency", k.Key("k"), func() int {
-			m, err := k.localMap("k", set)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lim, err := m.Get("k")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return lim.Stats().Queued
-		}},
+		{"KeyedConcurrency", k.Key("k"), func() int { return keyedLocal(t, k, set).Stats().Queued }},
 	}
 	shared := make([][]sluice.Permit, len(limiters))
 	for i, tc := range limiters {
@@ -333,17 +323,7 @@ func TestFailLocalPermitsCountedWhenRedisReturns(t *testing.T) {
 		{"KeyedConcurrency", &k.leases, k.Key("k"),
 			func(s *Store) sluice.Limiter { return newKeyedConcurrency(t, s, cfg).Key("k") },
 			func(s *Store) int64 { return keyedLeases(t, s, cfg.Key, "k") },
-			func() int {
-				m, err := k.localMap("k", set)
-				if err != nil {
-					t.Fatal(err)
-				}
-				lim, err := m.Get("k")
-				if err != nil {
-					t.Fatal(err)
-				}
-				return lim.Stats().InFlight
-			}},
+			func() int { return keyedLocal(t, k, set).Stats().InFlight }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs.Kill()
@@ -397,4 +377,19 @@ func TestFailLocalPermitsCountedWhenRedisReturns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keyedLocal returns the local limiter FailLocal decides key "k" of set
+// with.
+func keyedLocal(t *testing.T, k *KeyedConcurrency, set string) sluice.Limiter {
+	t.Helper()
+	m, err := k.localMap("k", set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := m.Get("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
 }

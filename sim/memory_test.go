@@ -81,14 +81,7 @@ func TestOriginQueueHoldsOnlyWaiters(t *testing.T) {
 		Load:     Load{Rate: 10_000},
 		Policies: []Policy{NonePolicy{}},
 	}
-	if err := s.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(&s, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.run()
+	e := runEngine(t, s)
 	if o := &e.org; o.n != o.live || len(o.q) > 256 {
 		t.Errorf("origin queue: %d entries in a ring of %d for %d waiting; want only the waiting, in a ring of at most 256", o.n, len(o.q), o.live)
 	}
@@ -105,14 +98,7 @@ func TestTickerQueueHoldsOnlyWaiters(t *testing.T) {
 		Load:     Load{Rate: 9_900},
 		Policies: []Policy{TickerPolicy{Rate: 5_000, Burst: 10, Queue: Unbounded, MaxWait: 10 * ms}},
 	}
-	if err := s.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(&s, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.run()
+	e := runEngine(t, s)
 	if g := e.pol.(*tickerGate); cap(g.q) > 1024 || cap(g.qgen) > 1024 {
 		t.Errorf("ticker queue: %d entries (%d of them gone) in slices of %d for %d waiting; want at most 1024",
 			len(g.q), g.qhead, cap(g.q), g.queued())
@@ -133,6 +119,20 @@ func TestEventsHeldOnlyForLiveRequests(t *testing.T) {
 		Load:     Load{Rate: 10_000, Timeout: time.Hour, Retries: Retries{Max: 1}},
 		Policies: []Policy{NonePolicy{}},
 	}
+	e := runEngine(t, s)
+	if s := e.m.summary(); s.Retries < 10_000 {
+		t.Fatalf("%d retries, want many", s.Retries)
+	}
+	if len(e.dls.buf) > 1024 || len(e.otos.buf) > 1024 || cap(e.h) > 1024 {
+		t.Errorf("events held: %d client deadlines (in %d), %d origin timeouts (in %d), %d on the heap (in %d); want at most 1024 of each",
+			e.dls.n, len(e.dls.buf), e.otos.n, len(e.otos.buf), len(e.h), cap(e.h))
+	}
+}
+
+// runEngine validates s and runs its first policy to the end, for the
+// tests that read the engine's state after the run.
+func runEngine(t *testing.T, s Scenario) *engine {
+	t.Helper()
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +141,5 @@ func TestEventsHeldOnlyForLiveRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.run()
-	if s := e.m.summary(); s.Retries < 10_000 {
-		t.Fatalf("%d retries, want many", s.Retries)
-	}
-	if len(e.dls.buf) > 1024 || len(e.otos.buf) > 1024 || cap(e.h) > 1024 {
-		t.Errorf("events held: %d client deadlines (in %d), %d origin timeouts (in %d), %d on the heap (in %d); want at most 1024 of each",
-			e.dls.n, len(e.dls.buf), e.otos.n, len(e.otos.buf), len(e.h), cap(e.h))
-	}
+	return e
 }
