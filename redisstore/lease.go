@@ -261,7 +261,9 @@ func (l *leases) acquire(ctx context.Context, wait bool, set string, local func(
 		if a[0] == 1 {
 			l.mu.Lock()
 			l.held[tok] = ls
-			l.perSet[set]++
+			if l.cfg.Failure == FailLocal {
+				l.perSet[set]++ // for adopt, FailLocal's alone
+			}
 			l.mu.Unlock()
 			l.c.admit()
 			return sluice.NewPermit(l, tok), nil
@@ -371,10 +373,15 @@ func (l *leases) localLimit(n int) int { return max(1, (l.cfg.Limit+n-1)/n) }
 // breaker open, failed acquires cost nothing here.
 func (l *leases) orphan(ls lease) {
 	l.mu.Lock()
+	l.addOrphan(ls)
+	l.mu.Unlock()
+}
+
+// addOrphan is orphan with l.mu held.
+func (l *leases) addOrphan(ls lease) {
 	if len(l.orphans) < maxOrphans {
 		l.orphans = append(l.orphans, ls)
 	}
-	l.mu.Unlock()
 }
 
 // Release removes the lease (sluice.Releaser), and releases FailLocal's
@@ -397,7 +404,7 @@ func (l *leases) drop(tok uint64, cancel bool, o sluice.Outcome, latency time.Du
 	if p, isLocal := l.local[tok]; isLocal {
 		own = p
 		delete(l.local, tok)
-	} else if ok {
+	} else if ok && l.cfg.Failure == FailLocal {
 		n := l.perSet[ls.set] - 1
 		if n == 0 {
 			delete(l.perSet, ls.set)
@@ -517,8 +524,8 @@ func (l *leases) renewOnce() {
 	for set, ids := range rm {
 		if _, err := l.s.eval(releaseScript, []string{set}, ids...); err != nil {
 			l.mu.Lock()
-			for _, id := range ids[:min(len(ids), maxOrphans-len(l.orphans))] {
-				l.orphans = append(l.orphans, lease{set: set, id: id.(string)})
+			for _, id := range ids {
+				l.addOrphan(lease{set: set, id: id.(string)})
 			}
 			l.mu.Unlock()
 		}
@@ -552,8 +559,8 @@ func (l *leases) renewed(c *renewal, v any, err error) {
 	if err != nil {
 		if sentMaybe(err) {
 			for i, tok := range c.tokens {
-				if _, ok := l.held[tok]; !ok && len(l.orphans) < maxOrphans {
-					l.orphans = append(l.orphans, lease{set: c.set, id: c.args[i+1].(string)})
+				if _, ok := l.held[tok]; !ok {
+					l.addOrphan(lease{set: c.set, id: c.args[i+1].(string)})
 				}
 			}
 			l.sent(c)
@@ -569,9 +576,7 @@ func (l *leases) renewed(c *renewal, v any, err error) {
 		}
 		ls, ok := l.held[c.tokens[at-1]]
 		if !ok {
-			if len(l.orphans) < maxOrphans {
-				l.orphans = append(l.orphans, lease{set: c.set, id: c.args[at].(string)})
-			}
+			l.addOrphan(lease{set: c.set, id: c.args[at].(string)})
 			continue
 		}
 		if !ls.pending {
