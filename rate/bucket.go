@@ -293,7 +293,7 @@ func (b *Bucket) takeFar(s *state, w, t int64, n int, leased bool, maxWait time.
 				return b.leasedGrant(count), true
 			}
 		case float64(n) <= s.TokensFar(w, s.base, t)+float64(ls.held()):
-			_ = b.reconfigure(t, false, func(*Config) {}) // the same config: valid
+			b.join(t, false)
 			return grant{}, false
 		}
 	}

@@ -88,8 +88,11 @@ func (ls *leaseSet) parked() int64 { return int64(len(ls.s)) * leaseSize }
 // refilling bucket whose burst is at least 4 times what a new set parks
 // (1,024 tokens on up to 2 cores, 8,192 on 16, 32,768 from 64 on), so
 // the word keeps most of it.
-func (s *state) mayLease() bool {
-	return s.Mode == gcra.Rate && s.ls.Load() == nil && s.burst >= 4*int64(stripes())*leaseSize
+func (s *state) mayLease() bool { return s.mayLeaseParking(int64(stripes()) * leaseSize) }
+
+// mayLeaseParking is mayLease for a new set that parks p tokens.
+func (s *state) mayLeaseParking(p int64) bool {
+	return s.Mode == gcra.Rate && s.ls.Load() == nil && s.burst >= 4*p
 }
 
 // collided splits s, on whose word w two cores collided at u, if it may
@@ -97,8 +100,15 @@ func (s *state) mayLease() bool {
 // while before the word runs short of a lease and the bucket joins again
 // (see join). A drained bucket that split on every collision made a set
 // and dropped it at once.
+//
+// It runs on every collision of a bucket that may not split, so it asks
+// the runtime for GOMAXPROCS (a global lock) once, and only for a bucket
+// that is not split already.
 func (b *Bucket) collided(s *state, w, u int64) {
-	if s.mayLease() && s.Tokens(w, u) >= float64(2*stripes()*leaseSize) {
+	if s.Mode != gcra.Rate || s.ls.Load() != nil {
+		return
+	}
+	if p := int64(stripes()) * leaseSize; s.mayLeaseParking(p) && s.Tokens(w, u) >= float64(2*p) {
 		b.startLeasing(s)
 	}
 }

@@ -297,7 +297,7 @@ func TestLeaseDrainKeepsAdmissionsInFlight(t *testing.T) {
 		b := leasingBucket(t)
 		s := b.st.Load()
 		ls := s.ls.Load()
-		first, last := &ls.s[0], &ls.s[len(ls.s)-1]
+		before, last := &ls.s[len(ls.s)-2], &ls.s[len(ls.s)-1]
 		n := int(last.n.Swap(0)) // a caller admits them all
 		// A caller refills the last stripe as refill does, and is stopped
 		// between the word and the stripe.
@@ -315,10 +315,10 @@ func TestLeaseDrainKeepsAdmissionsInFlight(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		for first.n.Load() != 0 { // the drain has begun
-			runtime.Gosched()
-		}
-		for range 1000 {
+		// startLeasing filled every stripe, and the drain walks them in
+		// order: the one before the last emptied says it is at the last,
+		// waiting for the refill.
+		for before.n.Load() != 0 {
 			runtime.Gosched()
 		}
 		if last.n.CompareAndSwap(refilling, leaseSize-1) {

@@ -81,8 +81,8 @@ func (c *Counters) spread() {
 // Stripes is how many stripes to make: perCore a core (so that goroutines
 // on different cores rarely share one), a power of two from lo to 256.
 func Stripes(perCore, lo int) int {
-	n := lo
-	for n < perCore*runtime.GOMAXPROCS(0) && n < maxStripes {
+	n, want := lo, perCore*runtime.GOMAXPROCS(0) // one call: it takes a global lock
+	for n < want && n < maxStripes {
 		n *= 2
 	}
 	return n
