@@ -131,13 +131,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			permit.Release(sluice.Ignore, latency)
 			return nil, fmt.Errorf("sluice/client: RoundTripper %T returned a nil *Response with a nil error", t.base)
 		}
-		outcome := outcomeOf(ctx, resp, err)
+		// Whether no retry can cure the error decides both the outcome
+		// and the retry: it is worked out once.
+		permanent := err != nil && cannotSucceed(err)
+		outcome := outcomeOf(ctx, resp, err, permanent)
 
-		if replayable && t.shouldRetry(req, resp, err) {
+		if replayable && t.shouldRetry(req, resp, err, permanent) {
 			// The next attempt's body first: when GetBody fails, the
 			// request cannot be sent again, and the retries end before
-			// one is charged or waited for.
-			if next, rerr := rewind(req); rerr == nil {
+			// one is charged or waited for. The request is copied only
+			// once a retry is decided.
+			if body, rerr := nextBody(req); rerr == nil {
 				hint := time.Duration(0)
 				if resp != nil {
 					hint, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -148,13 +152,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 					}
 					permit.Release(outcome, latency)
 					if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
-						closeBody(next)
+						closeReader(body)
 						return nil, cerr
 					}
-					attemptReq = next
+					attemptReq = rewind(req, body)
 					continue
 				}
-				closeBody(next)
+				closeReader(body)
 			}
 		}
 		if err != nil {
@@ -180,23 +184,27 @@ func (t *Transport) send(req *http.Request, permit *sluice.Permit) (*http.Respon
 	return resp, err
 }
 
-func (t *Transport) shouldRetry(req *http.Request, resp *http.Response, err error) bool {
+// shouldRetry reports whether the answer to req calls for another attempt;
+// permanent is cannotSucceed(err), worked out by the caller.
+func (t *Transport) shouldRetry(req *http.Request, resp *http.Response, err error, permanent bool) bool {
 	if req.Context().Err() != nil {
 		// The caller has left and no retry will be sent: asking the
 		// retrier would take one from the shared budget and count it.
 		return false
 	}
 	if err != nil {
-		return idempotent(req) && !cannotSucceed(err)
+		return idempotent(req) && !permanent
 	}
 	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
 }
 
-func outcomeOf(ctx context.Context, resp *http.Response, err error) sluice.Outcome {
+// outcomeOf is the permit's outcome for an attempt's answer; permanent is
+// cannotSucceed(err), worked out by the caller.
+func outcomeOf(ctx context.Context, resp *http.Response, err error, permanent bool) sluice.Outcome {
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.Canceled):
 		return sluice.Ignore // the caller left: the failure says nothing about the server
-	case err != nil && cannotSucceed(err):
+	case err != nil && permanent:
 		return sluice.Ignore // a bad request or TLS setup, not a server short of capacity
 	case err != nil:
 		// A failure, or a timeout: the backend did not answer in the time
@@ -260,17 +268,30 @@ func idempotent(req *http.Request) bool {
 	return a || b
 }
 
-// rewind returns a copy of req with a fresh body for another attempt.
-func rewind(req *http.Request) (*http.Request, error) {
+// nextBody returns a fresh copy of req's body for another attempt, or nil
+// when req has no body.
+func nextBody(req *http.Request) (io.ReadCloser, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	return req.GetBody()
+}
+
+// rewind returns a copy of req for another attempt, with body, from
+// nextBody, in place of req's body when req has one.
+func rewind(req *http.Request, body io.ReadCloser) *http.Request {
 	r := req.Clone(req.Context())
 	if req.Body != nil && req.Body != http.NoBody {
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
 		r.Body = body
 	}
-	return r, nil
+	return r
+}
+
+// closeReader closes body, a nextBody that will not be sent.
+func closeReader(body io.ReadCloser) {
+	if body != nil {
+		body.Close()
+	}
 }
 
 func closeBody(req *http.Request) {

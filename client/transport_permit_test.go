@@ -83,7 +83,7 @@ func TestTransportOutcomes(t *testing.T) {
 		{"deadline passed after the answer", late, resp(200), nil, sluice.Success},
 	}
 	for _, tt := range tests {
-		if got := outcomeOf(tt.ctx, tt.resp, tt.err); got != tt.want {
+		if got := outcomeOf(tt.ctx, tt.resp, tt.err, tt.err != nil && cannotSucceed(tt.err)); got != tt.want {
 			t.Errorf("%s: outcome %v, want %v", tt.name, got, tt.want)
 		}
 	}
