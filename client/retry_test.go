@@ -417,6 +417,10 @@ func TestDoPermanentHTTPErrors(t *testing.T) {
 		{"untrusted certificate", tlsSrv.URL, 1},
 		{"HTTPS to an HTTP server", "https://" + host + "/", 1},
 		{"connection refused is retried", "http://" + refusing(t) + "/", 3},
+		// The *url.Error's text quotes the URL: a phrase of net/http's
+		// refusals in it does not make a refused connection permanent.
+		// (A path's spaces are escaped in that text; a query's are not.)
+		{"connection refused to a URL naming a refusal is retried", "http://" + refusing(t) + "/search?q=unsupported protocol scheme", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

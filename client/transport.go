@@ -235,16 +235,33 @@ func cannotSucceed(err error) bool {
 		return true
 	}
 	// net/http's checks of the request (Transport.roundTrip) return
-	// untyped errors: they are known by their text.
-	msg := err.Error()
+	// untyped errors: they are known by their text. Only the innermost
+	// error's text is read, and only its start: a wrapper's text, such as
+	// a *url.Error's, carries the URL, which may contain any of these
+	// phrases.
+	msg := innermost(err).Error()
 	for _, s := range invalidRequest {
-		if strings.Contains(msg, s) {
+		if strings.HasPrefix(msg, s) {
 			return true
 		}
 	}
 	return false
 }
 
+// innermost follows err's chain of single wrapped errors to its end. An
+// error that wraps several (Unwrap() []error) ends the walk.
+func innermost(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+// invalidRequest holds the start of each message net/http's
+// Transport.roundTrip gives a request it refuses to send.
 var invalidRequest = [...]string{
 	"unsupported protocol scheme",
 	"http: no Host in request URL",
