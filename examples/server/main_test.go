@@ -71,11 +71,11 @@ func summary(out string) (counts map[string][6]int, requests int) {
 
 // TestCrowdBounds: -crowd is bounded, with an error that names the flag and
 // the range. Each crowd client starts a goroutine, so -crowd 100000000 ran a
-// 1s demo for over a minute, growing toward the memory limit; and each is
-// named by its own address in 198.51.101.0/24, so past 255 the names are
-// not addresses and the server keys those clients by the load generator's
-// own address: before the bound, -crowd 300 gave the polite crowd 103
-// 429s. At the bound, every crowd client is its own: none gets a 429.
+// short demo far past its -duration, growing toward the memory limit; and
+// each is named by its own address in 198.51.101.0/24, so past 255 the
+// names are not addresses and the server keys those clients by the load
+// generator's own address: before the bound, a crowd of 300 got 429s. At
+// the bound, every crowd client is its own: none gets a 429.
 func TestCrowdBounds(t *testing.T) {
 	for _, n := range []string{"-1", "256", "100000000"} {
 		want := "-crowd must be in [0, 255], got " + n
