@@ -40,6 +40,16 @@ func (g *group) record(status int, err error, latency time.Duration) {
 	}
 }
 
+// demoGroups returns the demo's clients: one greedy client at ten times its
+// share, and a crowd of o.crowd polite ones at half their share each.
+// parse bounds their total rate (demoRate) by maxDemoRate.
+func (o options) demoGroups() []*group {
+	return []*group{
+		{name: "greedy", clients: 1, rps: 10 * o.rate},
+		{name: "crowd", clients: o.crowd, rps: o.rate / 2},
+	}
+}
+
 // demo serves s on loopback, sends open-loop load from a greedy client and a
 // crowd for o.duration, and prints what each group got and what the server
 // counted.
@@ -52,10 +62,7 @@ func demo(ctx context.Context, o options, s *server, out io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	groups := []*group{
-		{name: "greedy", clients: 1, rps: 10 * o.rate},
-		{name: "crowd", clients: o.crowd, rps: o.rate / 2},
-	}
+	groups := o.demoGroups()
 	fmt.Fprintf(out, "demo: %v per client IP (burst %d); backend %d workers x %v = %.0f req/s\n",
 		o.rate, o.burst, o.workers, o.work, float64(o.workers)/o.work.Seconds())
 	for _, g := range groups {
@@ -98,7 +105,6 @@ func demoIP(gi, c int) string { return fmt.Sprintf("198.51.%d.%d", 100+gi, c+1) 
 // client starts at a random point of its period: clients started together
 // would all send at the same instants, and their bursts would queue
 // whatever the server did.
-
 func drive(ctx context.Context, client *http.Client, url, ip string, g *group, wg *sync.WaitGroup) {
 	every := period(g.rps)
 	select {

@@ -75,16 +75,22 @@ const maxRate = 1e6
 // one bucket and the polite crowd gets 429s.
 const maxCrowd = 255
 
-// maxDemoRate bounds what -demo sends: its greedy client at 10 × -rate
-// and its crowd at -rate/2 each. Past it the load generator, the server and the demo's
+// maxDemoRate bounds what -demo sends a second, its groups' rates summed
+// (see demoGroups). Past it the load generator, the server and the demo's
 // clients share the machine's cores and fall behind: the demo runs well
 // past its -duration, takes far more memory, and most requests fail, which
 // shows nothing about the limits. At the bound the demo sends near what
 // one machine can, and its requests are served.
 const maxDemoRate = 20000
 
-// demoRate is what -demo sends a second: see demo's groups.
-func (o options) demoRate() float64 { return 10*o.rate + float64(o.crowd)*o.rate/2 }
+// demoRate is what -demo sends a second: the sum of demoGroups' rates.
+func (o options) demoRate() float64 {
+	total := 0.0
+	for _, g := range o.demoGroups() {
+		total += float64(g.clients) * g.rps
+	}
+	return total
+}
 
 // parse reads the flags. Every value it accepts is one the server and the
 // demo can run: besides maxRate and maxCrowd, -burst over -rate (the time a
