@@ -11,7 +11,7 @@ import "math"
 // a later lull while its clients still wait (seed 002's thousand tasks at
 // once, seed 001's bursts), where taking min(demand, capacity) interval by
 // interval had the demand of a burst's interval lost at its end, and
-// policies that queued it served up to 20 times "the achievable".
+// policies that queued it served many times "the achievable".
 //
 // Oldest first is the order that serves the most before deadlines that all
 // lie the same time after their arrival. A fluid is the upper bound: a real
@@ -68,13 +68,12 @@ func (o *oracle) advance(now int64) {
 	to := float64(now)
 	for o.t < to && o.head < len(o.q) {
 		b := &o.q[o.head]
-		if b.deadline <= o.t || o.rate <= 0 {
-			if b.deadline > o.t {
-				break // no capacity: wait for it, or for the deadline
-			}
+		if b.deadline <= o.t {
 			o.head++ // expired
 			continue
 		}
+		// At a rate of 0, can is 0 and left (never 0) more: no capacity,
+		// the batch waits for it or for its deadline.
 		stop := min(to, b.deadline)
 		if can := o.rate * (stop - o.t); b.left > can {
 			b.left -= can

@@ -69,8 +69,7 @@ type engine struct {
 
 	// bySend counts the successes of attempts sent in the measured window,
 	// including those answered after the end (drain).
-	bySend   int64
-	draining bool
+	bySend int64
 
 	// full is set when more than maxLive requests are alive at once: the
 	// run stops and reports where they were (overflow).
@@ -152,11 +151,12 @@ func (e *engine) scheduleFIFO(f *eventFIFO, at int64, k evKind, id int32, gen ui
 }
 
 // due reports whether ev still has something to do when it fires: an
-// event of a request slot reused since does nothing (fireEvent), nor does
-// a client deadline whose client no longer waits on that attempt, nor an
-// origin timeout for a request the origin has answered. The heap and the
-// FIFOs drop the others when full, so that they hold about the events of
-// the requests alive, not of every request within a timeout's span.
+// event of a request slot reused since does nothing, nor does a client
+// deadline whose client no longer waits on that attempt, nor an origin
+// timeout for a request the origin has answered. fireEvent fires only the
+// events due; the heap and the FIFOs drop the others when full, so that
+// they hold about the events of the requests alive, not of every request
+// within a timeout's span.
 func (e *engine) due(ev *event) bool {
 	switch ev.kind {
 	case evRetry, evDeadline, evComplete, evOriginTimeout, evRefuse, evGrant:
@@ -216,7 +216,6 @@ func (e *engine) run() {
 // summary has been taken: only bySend still counts, so that a real run's
 // count, by intended send time however late the answer, has its match.
 func (e *engine) drain() {
-	e.draining = true
 	if e.timeout > 0 {
 		e.end += e.timeout
 	} else {
@@ -270,8 +269,8 @@ func (e *engine) fireEvent(ev event) {
 		e.org.change(e, &e.sc.Origin.Changes[ev.id])
 		e.scheduleChange()
 	default:
-		if r := e.req(ev.id); r.gen == ev.gen {
-			e.fire(ev.kind, ev.id, r)
+		if e.due(&ev) {
+			e.fire(ev.kind, ev.id, e.req(ev.id))
 		}
 	}
 }
@@ -443,11 +442,9 @@ func (e *engine) answer(id int32, r *request, c int) {
 	e.maybeFree(id, r)
 }
 
-// giveUp is the client's deadline: it stops waiting.
+// giveUp is the client's deadline, its client still waiting (due): it
+// stops waiting.
 func (e *engine) giveUp(id int32, r *request) {
-	if !r.clientOK {
-		return
-	}
 	e.m.inc(e.now, cTimeout)
 	if r.waiting {
 		r.waiting = false
@@ -461,7 +458,9 @@ func (e *engine) fail(id int32, r *request) {
 	e.m.inc(e.now, cFailed)
 	r.clientOK = false
 	rt := e.sc.Load.Retries
-	retry := !e.draining && int(r.attempt) < rt.Max && (rt.Budget == 0 || e.retryTokens >= 1)
+	// No retry in the drain, which fires only events after the end (run
+	// fires every one up to it).
+	retry := e.now <= e.m.end && int(r.attempt) < rt.Max && (rt.Budget == 0 || e.retryTokens >= 1)
 	var wait int64
 	if retry && rt.Backoff > 0 {
 		// Capped so that a long backoff's 2^30 cannot overflow the clock.
@@ -490,5 +489,5 @@ func (e *engine) closeInterval() {
 	p.InFlight = e.inFlight
 	p.Queued = e.pol.queued()
 	p.OriginBusy = e.org.busy
-	p.OriginQ = e.org.live
+	p.OriginQ = e.org.n
 }

@@ -88,9 +88,9 @@ func checkBooks(t *testing.T, name string, e *engine) {
 			serving++
 		}
 	}
-	if client != e.clientBusy || holding != e.inFlight || queued != e.org.live {
+	if client != e.clientBusy || holding != e.inFlight || queued != e.org.n {
 		t.Errorf("%s: books: %d client-held vs clientBusy %d, %d holding vs inFlight %d, %d origin-queued vs %d",
-			name, client, e.clientBusy, holding, e.inFlight, queued, e.org.live)
+			name, client, e.clientBusy, holding, e.inFlight, queued, e.org.n)
 	}
 	if waiting != e.pol.queued() {
 		t.Errorf("%s: %d requests waiting in the policy vs its queue of %d", name, waiting, e.pol.queued())

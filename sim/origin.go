@@ -9,22 +9,18 @@ type origin struct {
 	tmo     int64 // the origin's timeout, 0: none
 	svc     Sampler
 
-	// q is a ring of queued requests. An entry whose request left the
-	// queue early (the origin's timeout) is a tombstone, recognised by gen,
-	// until trim drops it; live counts the others.
-	q    []qent
+	// q is a ring of the queued requests, n of them from head, oldest
+	// first. A request leaves it at its head, to a worker or at the
+	// origin's timeout: timeouts all have the same length and fire in the
+	// order the requests were submitted, so one that fires for a queued
+	// request finds it at the head.
+	q    []int32 // request ids
 	head int
 	n    int
-	live int
-}
-
-type qent struct {
-	id  int32
-	gen uint32
 }
 
 func newOrigin(o *Origin) origin {
-	return origin{workers: o.Workers, bound: o.Queue, tmo: int64(o.Timeout), svc: NewSampler(o.Service), q: make([]qent, 16)}
+	return origin{workers: o.Workers, bound: o.Queue, tmo: int64(o.Timeout), svc: NewSampler(o.Service), q: make([]int32, 16)}
 }
 
 // capacity is the completion rate the origin can sustain: workers over the
@@ -39,10 +35,9 @@ func (o *origin) submit(e *engine, id int32, r *request) {
 	switch {
 	case o.busy < o.workers:
 		o.serve(e, id, r)
-	case o.bound == Unbounded || o.live < o.bound:
-		o.push(qent{id, r.gen})
+	case o.bound == Unbounded || o.n < o.bound:
+		o.push(id)
 		r.oqueued = true
-		o.live++
 	default:
 		// Refuse in an event of its own rather than now: the policy is
 		// usually in the middle of handing out grants.
@@ -64,50 +59,25 @@ func (o *origin) complete(e *engine, id int32, r *request) {
 
 // startQueued hands free workers to queued requests, oldest first.
 func (o *origin) startQueued(e *engine) {
-	for o.busy < o.workers && o.live > 0 {
-		q := o.pop()
-		r := e.req(q.id)
-		if r.gen != q.gen || !r.oqueued {
-			continue // a tombstone
-		}
+	for o.busy < o.workers && o.n > 0 {
+		id := o.pop()
+		r := e.req(id)
 		r.oqueued = false
-		o.live--
-		o.serve(e, q.id, r)
-	}
-	if o.live == 0 {
-		o.head, o.n = 0, 0 // drop the tombstones
+		o.serve(e, id, r)
 	}
 }
 
-// timeout is the origin's own deadline for r: it answers with an error; a
-// request still queued leaves the queue, one in service keeps its worker.
+// timeout is the origin's own deadline for r, still unanswered (due): it
+// answers with an error; a request still queued leaves the queue, one in
+// service keeps its worker.
 func (o *origin) timeout(e *engine, id int32, r *request) {
-	if !r.holding {
-		return // already answered
-	}
 	if r.oqueued {
 		r.oqueued = false
-		o.live--
-		o.trim(e)
+		o.pop() // r: timeouts fire in queue order
 	} else {
 		r.answered = true
 	}
 	e.answer(id, r, cOriginTimeout)
-}
-
-// trim drops the tombstones at the queue's head. Timeouts come in the
-// order the requests were queued, so one that leaves the queue is at its
-// head once those before it are dropped: the ring holds the requests
-// waiting, not every one that ever timed out in it (which, behind a worker
-// busy for long, grew it by each request the run sent).
-func (o *origin) trim(e *engine) {
-	for o.n > 0 {
-		q := o.q[o.head]
-		if r := e.req(q.id); r.gen == q.gen && r.oqueued {
-			return
-		}
-		o.pop()
-	}
 }
 
 func (o *origin) change(e *engine, c *Change) {
@@ -121,21 +91,21 @@ func (o *origin) change(e *engine, c *Change) {
 	o.startQueued(e)
 }
 
-func (o *origin) push(q qent) {
+func (o *origin) push(id int32) {
 	if o.n == len(o.q) {
-		grown := make([]qent, 2*len(o.q))
+		grown := make([]int32, 2*len(o.q))
 		for i := range o.n {
 			grown[i] = o.q[(o.head+i)&(len(o.q)-1)]
 		}
 		o.q, o.head = grown, 0
 	}
-	o.q[(o.head+o.n)&(len(o.q)-1)] = q
+	o.q[(o.head+o.n)&(len(o.q)-1)] = id
 	o.n++
 }
 
-func (o *origin) pop() qent {
-	q := o.q[o.head]
+func (o *origin) pop() int32 {
+	id := o.q[o.head]
 	o.head = (o.head + 1) & (len(o.q) - 1)
 	o.n--
-	return q
+	return id
 }

@@ -163,13 +163,13 @@ func (s *Scenario) arrivingWithin(w time.Duration, peak float64) float64 {
 // overflow is the error of a run stopped by full, naming the field that
 // let the requests pile up where most of them were.
 func (e *engine) overflow(pi int) error {
-	queued, atOrigin := e.pol.queued(), e.org.live+e.org.busy
+	queued, atOrigin := e.pol.queued(), e.org.n+e.org.busy
 	field, where := "load.rate", "waiting for clients' retries or in flight"
 	p := e.sc.Policies[pi]
 	switch qf, _ := p.waiting(e.sc, 0, 0); {
 	case qf != "" && queued >= atOrigin && queued >= e.inFlight:
 		field, where = fmt.Sprintf("policies[%d].%s", pi, qf), "queued in the policy"
-	case e.org.live >= e.inFlight/2:
+	case e.org.n >= e.inFlight/2:
 		field, where = "origin.queue", "queued at the origin"
 	case p.Kind() == None:
 		field, where = fmt.Sprintf("policies[%d].kind", pi), "in flight with no limit"
