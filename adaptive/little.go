@@ -310,8 +310,8 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 // queue overflows. So the successes since the last block judged, once
 // there are 64, are also judged alone, and a block that shows the limit
 // holding demand back becomes the window, the samples before it dropped:
-// workers-lost's rejections of requests sent after the return went from
-// 95 to 62 (TestAdaptiveBars' five seeds).
+// it cuts workers-lost's rejections of requests sent after the return
+// (docs/simulations.md has the figures).
 func (l *Little) held(now time.Time) bool {
 	w := &l.win
 	if l.noLoad == 0 || l.probeFrom > 0 || l.cutFrom > 0 || w.lat.n < littleWindowMin || now.Sub(w.start) < w.length {

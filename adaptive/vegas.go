@@ -77,12 +77,12 @@ type VegasConfig struct {
 // dropped, even those near it. Keeping them gives more evidence per round
 // trip, so more pooled pieces and a lower minimum of noisy means, a baseline
 // that reads round trips as queued: in the simulations it cut goodput
-// (overload-steps, five seeds: from 48% to 40%). It falls at once to lower
-// evidence; it rises only when, for a whole NoLoadWindow, all the evidence
-// at about the concurrency it was seen at, or less, was higher, and some of
-// it came in the window's second half. Round trips at higher concurrency
-// never raise it: they carry the queue this limit let in. No probe: it is
-// never measured by pinning the limit low.
+// (overload-steps). It falls at once to lower evidence; it rises only
+// when, for a whole NoLoadWindow, all the evidence at about the concurrency
+// it was seen at, or less, was higher, and some of it came in the window's
+// second half. Round trips at higher concurrency never raise it: they
+// carry the queue this limit let in. No probe: it is never measured by
+// pinning the limit low.
 //
 // When to use it: requests that cost about the same (constant or nearly
 // constant service times), where a queue shows as latency above the

@@ -53,8 +53,8 @@ func TestScenarioFiles(t *testing.T) {
 				}
 				// The achievable is the most any policy could serve: a
 				// policy above it says the figure is wrong (seed 002's
-				// bounded executor once read 2000%). 2% for the service
-				// times' noise around the capacity's mean.
+				// bounded executor once read far above it). 2% for the
+				// service times' noise around the capacity's mean.
 				if s := p.Summary; s.Goodput > 1.02*s.Achievable {
 					t.Errorf("%s: goodput %.2f rps above the achievable %.2f", p.Name, s.Goodput, s.Achievable)
 				}
