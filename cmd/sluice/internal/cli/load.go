@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/lab"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/outfile"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
@@ -240,17 +240,16 @@ var fileFields = map[string]string{
 // fromFile places a config error at its line in the scenario file f when
 // the field came from the file (no flag set it), or returns nil.
 func fromFile(f *scenario.File, set map[string]bool, err error) error {
-	var ce *sluice.ConfigError
-	if f == nil || !errors.As(err, &ce) {
+	if f == nil {
 		return nil
 	}
-	flagName, ok := fileFields[ce.Field]
+	field, problem, ok := lab.ConfigProblem(err)
+	if !ok {
+		return nil
+	}
+	flagName, ok := fileFields[field]
 	if !ok || flagName != "" && set[flagName] {
 		return nil
 	}
-	problem := ce.Allowed
-	if ce.Value != nil {
-		problem = fmt.Sprintf("%v: %s", ce.Value, ce.Allowed)
-	}
-	return f.ErrorAt(ce.Field, problem, err)
+	return f.ErrorAt(field, problem, err)
 }

@@ -230,18 +230,29 @@ func checkSockets(s sim.Scenario) (field, problem string, err error) {
 	return "", "", nil
 }
 
-// configProblem is the field a *sluice.ConfigError names and its problem,
-// in the scenario's words ("must be at most 100000, got 200000"); other
-// errors are def's.
+// configProblem is ConfigProblem's field and problem, or, for an error
+// that holds no *sluice.ConfigError, def and the error's text.
 func configProblem(err error, def string) (field, problem string) {
+	if field, problem, ok := ConfigProblem(err); ok {
+		return field, problem
+	}
+	return def, err.Error()
+}
+
+// ConfigProblem is the field a *sluice.ConfigError in err names and its
+// problem, in a scenario file's words ("must be at most 100000, got
+// 200000"), for a scenario.File's ErrorAt; ok is false when err holds no
+// *sluice.ConfigError. The lab and the CLI's load both word a config
+// error from a scenario file through it.
+func ConfigProblem(err error) (field, problem string, ok bool) {
 	var ce *sluice.ConfigError
 	if !errors.As(err, &ce) {
-		return def, err.Error()
+		return "", "", false
 	}
 	if ce.Value == nil {
-		return ce.Field, ce.Allowed
+		return ce.Field, ce.Allowed, true
 	}
-	return ce.Field, fmt.Sprintf("%s, got %v", ce.Allowed, ce.Value)
+	return ce.Field, fmt.Sprintf("%s, got %v", ce.Allowed, ce.Value), true
 }
 
 // front is what the load generator talks to. It gives each request the
