@@ -192,14 +192,15 @@ func (s Search) Find(ctx context.Context, slo SLO, measure Measure) (steps []Ste
 	if lo == 0 {
 		// Why, since a service that fails every request, at any rate,
 		// otherwise read as one whose capacity is below the first.
+		allFailed := st.Successes == 0 && st.Sent > 0
 		why := fmt.Sprintf("success %.3f%%, p%g %.1f ms", 100*st.success(), slo.Quantile*100, st.QuantileMs)
-		if st.Successes == 0 && st.Sent > 0 {
+		if allFailed {
 			why = fmt.Sprintf("not one of its %d requests succeeded", st.Sent)
 		}
 		if f := st.failures(); f != "" {
 			why += " (" + f + ")"
 		}
-		if st.Successes == 0 && st.Sent > 0 {
+		if allFailed {
 			why += ": the service fails every request even at the lowest rate, not for want of capacity"
 		}
 		return steps, best, fmt.Errorf("%w: %v failed at %.4g rps, the first step: %s", ErrNoRate, slo, s.Start, why)
