@@ -143,10 +143,12 @@ type Config struct {
 
 // withDefaults validates c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
+	// The limit checked below is the Algorithm's when the caller left
+	// Config.Limit 0; the error then names where it came from.
+	limitField, limitNote := "Config.Limit", ""
 	if c.Limit == 0 && c.Algorithm != nil {
-		if c.Limit = c.Algorithm.Limit(); c.Limit < 1 || c.Limit > MaxLimit {
-			return c, invalid("Config.Algorithm.Limit()", c.Limit, "must be 1 to "+strconv.Itoa(MaxLimit)+" (the initial limit, as Config.Limit is 0)")
-		}
+		c.Limit = c.Algorithm.Limit()
+		limitField, limitNote = "Config.Algorithm.Limit()", " (the initial limit, as Config.Limit is 0)"
 	}
 	if c.CoDelTarget == 0 {
 		c.CoDelTarget = defaultCoDelTarget
@@ -156,7 +158,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.Limit < 1 || c.Limit > MaxLimit:
-		return c, invalid("Config.Limit", c.Limit, "must be 1 to "+strconv.Itoa(MaxLimit))
+		return c, invalid(limitField, c.Limit, "must be 1 to "+strconv.Itoa(MaxLimit)+limitNote)
 	case c.MaxQueue < 0 || c.MaxQueue > MaxLimit:
 		return c, invalid("Config.MaxQueue", c.MaxQueue, "must be 0 (no queue) to "+strconv.Itoa(MaxLimit))
 	case c.MaxWait < 0:
