@@ -99,7 +99,9 @@ type LittleConfig struct {
 // 003's slowdown comes with 10 in flight under a limit of 20: cutting 20
 // to 18 changed nothing for 10 s while the service's queue timed its
 // requests out). A drop now and then is the service's own tail, and
-// backing off for each would hold the limit below capacity. Growth then
+// backing off for each would hold the limit below capacity; but once the
+// limit probes past one below the limit that last lost (see below), one
+// drop that started there ends the probe. Growth then
 // slows to an eighth of a request per window from one below the limit
 // that lost them, and halves again for each loss in a row at the same
 // limit (down to a 32nd): for a service of a few workers whose clients'
@@ -257,6 +259,12 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	case s.Outcome == sluice.Dropped:
 		w.drops++
 		w.tail.drops++
+		// Past the ceiling less one, the limit probes whether the service
+		// now takes more than the limit that last lost requests; a drop
+		// that started there answers no, and waiting for a second one
+		// loses another request each service time.
+		c := float64(s.InFlight)
+		w.probeLost = w.probeLost || l.ceiling > 0 && l.limit > l.ceiling-1 && c > l.ceiling-1
 	case s.Latency > 0:
 		r, c := float64(s.Latency), float64(s.InFlight)
 		w.add(r, c, s.Waiting > 0)

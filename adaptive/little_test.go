@@ -115,6 +115,44 @@ func TestLittleProbesASameCeilingLessOften(t *testing.T) {
 	}
 }
 
+// The same service: once a probe past 7 has lost, the next probe's first
+// drop ends it. Waiting for a window's second drop (a drop now and then
+// is the service's own tail) lost one more request per service time on
+// seed 003, where a request queued behind the 7 workers outlives its
+// client.
+func TestLittleProbeEndsAtItsFirstLoss(t *testing.T) {
+	l, err := NewLittle(LittleConfig{InitialLimit: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
+	var probes []int // drops fed while the limit was past 7, per probe
+	drops, probing := 0, false
+	f.run(2*time.Hour, 20, func() bool {
+		n := l.Limit()
+		switch {
+		case n > 7 && !probing:
+			probing, drops = true, 0
+		case n <= 7 && probing:
+			probing = false
+			probes = append(probes, drops)
+		}
+		if n > f.workers && f.i%n < n-f.workers {
+			drops++ // the sample run feeds next is a drop
+		}
+		return len(probes) < 4
+	})
+	if len(probes) < 4 {
+		t.Fatalf("%d probes in two hours, want 4", len(probes))
+	}
+	// The first probe has no ceiling yet: a window of drops cuts it.
+	for i, d := range probes[1:] {
+		if d != 1 {
+			t.Errorf("probe %d lost %d requests before the limit fell back to 7, want 1 (all: %v)", i+2, d, probes)
+		}
+	}
+}
+
 // Seed 003 in the small, started below the workers: a limit of 5 on a
 // constant service of 7 workers that slows from 1 s to 2 s. The window
 // that holds the change mixes 1 s and 2 s; the ones after it are

@@ -13,6 +13,9 @@ type littleWindow struct {
 	known       stat // successes that started at <= knownAt/2 in flight
 	maxInFlight int
 	constant    bool // see Little.constant
+	// probeLost reports a Dropped sample that started above the ceiling
+	// less one, while the limit was there: a probe that lost (see Little).
+	probeLost bool
 	// tail is the window's samples since the last block Little.held
 	// judged (a block is judged once it has littleWindowMin successes).
 	tail littleBlock
@@ -119,9 +122,9 @@ func (w *littleWindow) first(now time.Time) bool {
 func (w *littleWindow) unused(limit float64) bool { return float64(w.maxInFlight) < limit-1 }
 
 // overloaded reports whether more than a few of the window's samples
-// were Dropped (see littleDropShare).
+// were Dropped (see littleDropShare), or a probe past the ceiling lost one.
 func (w *littleWindow) overloaded() bool {
-	return w.drops > max(1, littleDropShare*(w.lat.n+w.drops))
+	return w.probeLost || w.drops > max(1, littleDropShare*(w.lat.n+w.drops))
 }
 
 // stat is a count of latencies (ns), their sum and their sum of squares.
