@@ -196,13 +196,17 @@ type Little struct {
 	// halves the growth near it (see littleProbeSlow).
 	lost int
 
-	// constant reports that one of the last two windows of littleFew
-	// successes or more had a standard deviation within 5% of its mean
-	// (lastConstant: the last one): a window of such a service may close
-	// with fewer. Two, because the window that holds a change of a
-	// constant service mixes its two latencies, and without it the next
-	// window would wait 16 mean latencies (seed 003's slowdown: 29 s).
-	constant, lastConstant bool
+	// constant reports that one of the last littleConstantMemory windows
+	// of littleFew successes or more had a standard deviation within 5%
+	// of its mean (sinceTight: 1 if the last such window was, 2 if the
+	// one before, and so on; 0 if none was): a window
+	// of such a service may close with fewer. Not only the last, because
+	// a change of a constant service mixes two latencies in the window
+	// that holds it, and in the next one when a cut leaves requests
+	// queued at the service; without it the window after them would wait
+	// 16 mean latencies (seed 003's slowdown: 29 s).
+	constant   bool
+	sinceTight int
 
 	win     littleWindow
 	known   stat // successes at <= knownAt/2 in flight, pooled
@@ -290,7 +294,13 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	}
 	if w.lat.n >= littleFew {
 		c := w.lat.tight()
-		l.constant, l.lastConstant = c || l.lastConstant, c
+		switch {
+		case c:
+			l.sinceTight = 1
+		case l.sinceTight > 0:
+			l.sinceTight++
+		}
+		l.constant = l.sinceTight > 0 && l.sinceTight <= littleConstantMemory
 	}
 	*w = littleWindow{start: now, length: length, constant: l.constant}
 	return int(l.limit)

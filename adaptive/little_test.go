@@ -183,6 +183,53 @@ func TestLittleFollowsAConstantServiceThatSlowed(t *testing.T) {
 	}
 }
 
+// A constant service's change can mix two windows in a row: the one that
+// holds it, and the next when a cut leaves requests queued at the service.
+// The window after them is constant again and must close as a constant
+// service's do (8 successes over two mean latencies), not wait for 16
+// over sixteen: on seed 003 that held a cut limit for half a minute.
+func TestLittleConstantServiceOutlivesTwoMixedWindows(t *testing.T) {
+	l, err := NewLittle(LittleConfig{InitialLimit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := epoch
+	feed := func(latency time.Duration) {
+		now = now.Add(25 * time.Millisecond)
+		l.Observe(now, Sample{Latency: latency, InFlight: 5, Outcome: sluice.Success})
+	}
+	// closes feeds until the open window closes, and returns how many
+	// samples it took.
+	closes := func(latency func(i int) time.Duration) int {
+		start := l.win.start
+		for i := 1; i <= 10000; i++ {
+			feed(latency(i))
+			if l.win.start != start {
+				return i
+			}
+		}
+		t.Fatal("no window closed in 10000 samples")
+		return 0
+	}
+	constant := func(int) time.Duration { return 100 * time.Millisecond }
+	for l.NoLoadLatency() == 0 {
+		feed(100 * time.Millisecond)
+	}
+	closes(constant) // a tight window of littleFew or more
+	if n := closes(constant); n >= littleFew {
+		t.Fatalf("a constant window took %d samples, want fewer than %d; the test no longer tells what it should", n, littleFew)
+	}
+	mixed := func(i int) time.Duration { return time.Duration(100+50*(i%2)) * time.Millisecond }
+	for range 2 {
+		if n := closes(mixed); n < littleFew {
+			t.Fatalf("a mixed window took %d samples, want %d or more", n, littleFew)
+		}
+	}
+	if n := closes(constant); n >= littleFew {
+		t.Errorf("the first constant window after two mixed ones took %d samples, want fewer than %d", n, littleFew)
+	}
+}
+
 // The first estimate comes early from a constant service: 128 successes
 // within 5% of each other over 32 mean latencies, where a lognormal or
 // bimodal one needs 256. At 5 rps of 1 s that is 32 s, not 51 s: seed

@@ -42,7 +42,7 @@ func (b *littleBlock) add(r, c float64, waited bool) {
 // firm: littleWindowMin successes with a standard error within 5% of the
 // mean, or littleWindowMax. A slow service sends few, so a window also
 // closes with littleFew after 16 mean latencies, or with littleFew/2 after
-// 2 if their mean is within 2% and one of the last two windows of
+// 2 if their mean is within 2% and one of the last three windows of
 // littleFew or more had a standard deviation within 5% of its mean (a
 // constant service; see Little.constant).
 // The first estimate takes 4 × littleEvidence successes by the same rule,
@@ -81,6 +81,9 @@ const (
 	// ceiling halve the growth near it: from an eighth of a request per
 	// window down to a 32nd.
 	littleProbeSlow = 2
+	// littleConstantMemory is how many windows of littleFew or more a
+	// constant service's last tight one counts for (see Little.constant).
+	littleConstantMemory = 3
 	// littleWaited is the share of a window's successes that must have
 	// been released with requests waiting for a permit.
 	littleWaited = 0.9
