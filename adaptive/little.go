@@ -95,10 +95,10 @@ type LittleConfig struct {
 // A window in which more than a tenth of the samples were Dropped
 // multiplies the limit by Backoff, or by twice the share that succeeded
 // when that is less (at most halving); an unused limit is first brought
-// down to the window's highest in flight, which is what lost them (seed
-// 003's slowdown comes with 10 in flight under a limit of 20: cutting 20
-// to 18 changed nothing for 10 s while the service's queue timed its
-// requests out). A drop now and then is the service's own tail, and
+// down to the mean in flight the dropped requests started at, which is
+// what lost them (seed 003's slowdown comes with 10 in flight under a
+// limit of 20: cutting 20 to 18 changed nothing for 10 s while the
+// service's queue timed its requests out). A drop now and then is the service's own tail, and
 // backing off for each would hold the limit below capacity; but once the
 // limit probes past one below the limit that last lost (see below), one
 // drop that started there ends the probe. Growth then
@@ -262,6 +262,7 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	switch {
 	case s.Outcome == sluice.Dropped:
 		w.drops++
+		w.dropsAt += float64(s.InFlight)
 		w.tail.drops++
 		// Past the ceiling less one, the limit probes whether the service
 		// now takes more than the limit that last lost requests; a drop
@@ -373,10 +374,14 @@ func (l *Little) close(now time.Time) {
 		l.cut = dropCut(now)
 		ok := w.lat.n / (w.lat.n + w.drops)
 		// From the in flight that lost them, when the limit was not in
-		// use: cutting a limit demand never reached changes nothing.
+		// use: cutting a limit demand never reached changes nothing. The
+		// in flight they started at, not the window's highest: on seed
+		// 003 the requests that time out start at 8 and 9 in flight, the
+		// window reaches 10, and a cut from it to 8 lost one request a
+		// service time until the next window.
 		from := l.limit
 		if w.unused(l.limit) {
-			from = float64(w.maxInFlight)
+			from = w.dropsAt / w.drops
 		}
 		if l.ceiling > 0 && math.Abs(from-l.ceiling) < 1 {
 			l.lost = min(l.lost+1, littleProbeSlow)

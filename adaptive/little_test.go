@@ -66,6 +66,30 @@ func TestLittleDropsCutFromTheInFlightWhenTheLimitIsUnused(t *testing.T) {
 	}
 }
 
+// What lost the requests is the in flight they started at, not the
+// window's highest: on seed 003 the requests that time out start at 8 and
+// 9 in flight while the window reaches 10, and a cut from 10 leaves 9,
+// two more than the service's 7 workers.
+func TestLittleDropsCutFromTheInFlightTheyStartedAt(t *testing.T) {
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
+	f.run(20*time.Second, 5, nil)
+	for i := 0; l.Limit() == 20 && i < 1000; i++ {
+		s := Sample{Latency: f.noLoad, InFlight: 10, Outcome: sluice.Success}
+		if i%4 == 0 {
+			s = Sample{Latency: 2 * f.noLoad, InFlight: 8, Outcome: sluice.Dropped}
+		}
+		f.now = f.now.Add(10 * time.Millisecond)
+		l.Observe(f.now, s)
+	}
+	if got := l.Limit(); got > 7 {
+		t.Errorf("limit %d after a window whose drops started at 8 in flight, want at most 0.9 × 8", got)
+	}
+}
+
 // The same without drops: the clients wait, and the queue shows in the
 // latency. A queue at 10 in flight says the service runs about 7 at once,
 // whatever the limit no request reached: the limit is cut to the

@@ -12,7 +12,8 @@ type littleWindow struct {
 	littleBlock
 	known       stat // successes that started at <= knownAt/2 in flight
 	maxInFlight int
-	constant    bool // see Little.constant
+	dropsAt     float64 // sum of the Dropped samples' InFlight
+	constant    bool    // see Little.constant
 	// probeLost reports a Dropped sample that started above the ceiling
 	// less one, while the limit was there: a probe that lost (see Little).
 	probeLost bool
