@@ -98,16 +98,19 @@ type LittleConfig struct {
 // down to the mean in flight the dropped requests started at, which is
 // what lost them (seed 003's slowdown comes with 10 in flight under a
 // limit of 20: cutting 20 to 18 changed nothing for 10 s while the
-// service's queue timed its requests out). A drop now and then is the service's own tail, and
-// backing off for each would hold the limit below capacity; but once the
-// limit probes past one below the limit that last lost (see below), one
-// drop that started there ends the probe. Growth then
-// slows to an eighth of a request per window from one below the limit
+// service's queue timed its requests out). A drop now and then is the
+// service's own tail, and backing off for each would hold the limit below
+// capacity; but once the limit probes past one below the limit that last
+// lost (see below), one drop that started there ends the probe. Growth
+// then slows to a 16th of a request per window from one below the limit
 // that lost them, and halves again for each loss in a row at the same
-// limit (down to a 32nd): for a service of a few workers whose clients'
+// limit (down to a 64th): for a service of a few workers whose clients'
 // deadline is close to its latency, one request too many is a loss each
-// time, and a service that lost at 8 the last three times will most
-// likely lose at 8 again.
+// time, so each probe costs a request. At an eighth per window a probe
+// every eight windows of seed 003's slow service (14 successes each) cost
+// 0.9% of what it admitted, the whole of a 1% budget for timeouts; and a
+// service that lost at 8 the last three times will most likely lose at 8
+// again.
 //
 // noLoad is learned from live traffic: never by pinning the limit low to
 // measure it, which sheds healthy requests (envoyproxy/envoy#8337), and
@@ -495,11 +498,11 @@ func (l *Little) close(now time.Time) {
 		l.cutKnownAt = l.knownAt
 		l.knownAt = min(l.knownAt, 2*inFlight/(1+q))
 	case f > 1 && l.ceiling > 0 && l.limit*f > l.ceiling-1:
-		// Near the limit that last lost requests, grow by an eighth of a
+		// Near the limit that last lost requests, grow by a 16th of a
 		// request per window: a small service (a few workers, a deadline
 		// close to its latency) loses requests at each request too many,
 		// and probing there fast would lose them often.
-		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(8*math.Ldexp(l.limit, l.lost))))
+		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(16*math.Ldexp(l.limit, l.lost))))
 		if l.limit*f > l.ceiling+1 {
 			l.ceiling = 0 // past it without a cut: the service grew
 		}

@@ -391,15 +391,11 @@ func TestAdaptiveBars(t *testing.T) {
 		if little.p50 > 1.3 || little.p50 > g2.p50 {
 			t.Errorf("%s: little's admitted p50 is %.2f × the no-load p50, want <= 1.3 and <= gradient2's %.2f", name, little.p50, g2.p50)
 		}
-		// Seed 003's run includes the slowdown itself, when every request
-		// in flight at the origin outlives its client until the first
-		// window after it closes: 11 of Little's 14 in the whole run.
-		maxTimeouts := 0.01
-		if name == "seed003-slowdown" {
-			maxTimeouts = 0.02
-		}
-		if little.timeouts > maxTimeouts {
-			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= %.0f%%", name, 100*little.timeouts, 100*maxTimeouts)
+		// Over the whole run, changes included: on seed 003 the slowdown
+		// itself costs 8 of Little's 10, every request queued at the
+		// origin when it came, until the first window of drops closes.
+		if little.timeouts > 0.01 {
+			t.Errorf("%s: %.2f%% of little's admitted requests timed out, want <= 1%%", name, 100*little.timeouts)
 		}
 		// No slower, within 5%: on capacity-drop both answer their p99
 		// at the clients' deadline, on overload-steps' 10x both at a full
