@@ -101,7 +101,8 @@ type LittleConfig struct {
 // service's queue timed its requests out). A drop now and then is the
 // service's own tail, and backing off for each would hold the limit below
 // capacity; but once the limit probes past one below the limit that last
-// lost (see below), one drop that started there ends the probe. Growth
+// lost (see below), and past what that cut left, one drop of a request
+// admitted there ends the probe. Growth
 // then slows to a 16th of a request per window from one below the limit
 // that lost them, and halves again for each loss in a row at the same
 // limit (down to a 64th): for a service of a few workers whose clients'
@@ -193,8 +194,9 @@ type Little struct {
 	cutKnownAt      float64 // knownAt before the cut
 	cutSkip         bool
 	// ceiling is the limit Dropped samples last cut, 0 once the limit
-	// grew past it.
+	// grew past it; cutTo is the whole requests that cut left, 0 with it.
 	ceiling float64
+	cutTo   int
 	// lost counts the drop cuts in a row at the same ceiling: each
 	// halves the growth near it (see littleProbeSlow).
 	lost int
@@ -269,10 +271,13 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		w.tail.drops++
 		// Past the ceiling less one, the limit probes whether the service
 		// now takes more than the limit that last lost requests; a drop
-		// that started there answers no, and waiting for a second one
-		// loses another request each service time.
+		// of a request admitted there answers no, and waiting for a
+		// second one loses another request each service time. There, and
+		// past what the last drop cut left: a cut of 0.9 leaves a limit
+		// below 10 within one of the ceiling, and each drop of the
+		// service's own tail cut it again, down to MinLimit.
 		c := float64(s.InFlight)
-		w.probeLost = w.probeLost || l.ceiling > 0 && l.limit > l.ceiling-1 && c > l.ceiling-1
+		w.probeLost = w.probeLost || l.cutTo > 0 && l.limit > l.ceiling-1 && c > max(l.ceiling-1, float64(l.cutTo))
 	case s.Latency > 0:
 		r, c := float64(s.Latency), float64(s.InFlight)
 		w.add(r, c, s.Waiting > 0)
@@ -393,6 +398,7 @@ func (l *Little) close(now time.Time) {
 		}
 		l.ceiling = from
 		l.limit = l.bounds.clamp(from * max(min(l.backoff, 2*ok), 0.5))
+		l.cutTo = int(l.limit)
 		return
 	}
 	if w.lat.n == 0 {
@@ -504,7 +510,7 @@ func (l *Little) close(now time.Time) {
 		// and probing there fast would lose them often.
 		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(16*math.Ldexp(l.limit, l.lost))))
 		if l.limit*f > l.ceiling+1 {
-			l.ceiling = 0 // past it without a cut: the service grew
+			l.ceiling, l.cutTo = 0, 0 // past it without a cut: the service grew
 		}
 	}
 	l.limit = l.bounds.clamp(l.limit * f)

@@ -202,6 +202,65 @@ func TestLittleProbeEndsAtItsFirstLoss(t *testing.T) {
 	}
 }
 
+// A drop of the service's own tail is not a probe that lost: after a cut,
+// a service that drops one request in 20 at any in flight (below the
+// tenth a window needs to back off) keeps the limit the cut left. When
+// any drop of a request started above the last losing limit less one
+// ended a "probe", a small limit was cut at each: a cut of 0.9 from 2.5
+// leaves 2.25, whose requests start at 2 in flight, above 1.5; then
+// 2.02 and 1.82. On seed 003 with a lognormal service whose slow
+// tail outlives the clients, that held the limit at 1 or 2 of 7 workers.
+func TestLittleTailDropsAfterACutAreNotProbes(t *testing.T) {
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, i := epoch, 0
+	feed := func(s Sample) {
+		i++
+		now = now.Add(50 * time.Millisecond)
+		l.Observe(now, s)
+	}
+	ok := func(inFlight int) Sample {
+		return Sample{Latency: 100 * time.Millisecond, InFlight: inFlight, Outcome: sluice.Success}
+	}
+	drop := func(inFlight int) Sample {
+		return Sample{Latency: 400 * time.Millisecond, InFlight: inFlight, Outcome: sluice.Dropped}
+	}
+	for l.NoLoadLatency() == 0 {
+		feed(ok(3)) // 3 in flight under the initial 20: unused
+	}
+	// Two drops in a window of twelve, started at 3 and 2 in flight,
+	// cut the unused limit to 0.9 × 2.5.
+	for n := 0; l.Limit() == 20 && n < 1000; n++ {
+		switch n % 12 {
+		case 5:
+			feed(drop(3))
+		case 11:
+			feed(drop(2))
+		default:
+			feed(ok(3))
+		}
+	}
+	cut := l.Limit()
+	if cut != 2 {
+		t.Fatalf("limit %d after the drops, want 2 (0.9 × 2.5); the test no longer tells what it should", cut)
+	}
+	low := cut
+	for end := now.Add(10 * time.Minute); now.Before(end); {
+		n := min(3, l.Limit())
+		if i%20 == 0 {
+			feed(drop(n))
+		} else {
+			feed(ok(n))
+		}
+		low = min(low, l.Limit())
+	}
+	if low < cut {
+		t.Errorf("the limit fell from %d to %d under a twentieth of drops, below the tenth that backs off", cut, low)
+	}
+}
+
 // Seed 003 in the small, started below the workers: a limit of 5 on a
 // constant service of 7 workers that slows from 1 s to 2 s. The window
 // that holds the change mixes 1 s and 2 s; the ones after it are

@@ -14,8 +14,8 @@ type littleWindow struct {
 	maxInFlight int
 	dropsAt     float64 // sum of the Dropped samples' InFlight
 	constant    bool    // see Little.constant
-	// probeLost reports a Dropped sample that started above the ceiling
-	// less one, while the limit was there: a probe that lost (see Little).
+	// probeLost reports a Dropped sample that started at more in flight
+	// than the last drop cut left: a probe that lost (see Little).
 	probeLost bool
 	// tail is the window's samples since the last block Little.held
 	// judged (a block is judged once it has littleWindowMin successes).
@@ -126,7 +126,7 @@ func (w *littleWindow) first(now time.Time) bool {
 func (w *littleWindow) unused(limit float64) bool { return float64(w.maxInFlight) < limit-1 }
 
 // overloaded reports whether more than a few of the window's samples
-// were Dropped (see littleDropShare), or a probe past the ceiling lost one.
+// were Dropped (see littleDropShare), or a probe lost one.
 func (w *littleWindow) overloaded() bool {
 	return w.probeLost || w.drops > max(1, littleDropShare*(w.lat.n+w.drops))
 }
