@@ -103,15 +103,17 @@ type LittleConfig struct {
 // capacity; but once the limit probes past one below the limit that last
 // lost (see below), and past what that cut left, one drop of a request
 // admitted there ends the probe. Growth
-// then slows to a 16th of a request per window from one below the limit
-// that lost them, and halves again for each loss in a row at the same
-// limit (down to a 64th): for a service of a few workers whose clients'
-// deadline is close to its latency, one request too many is a loss each
-// time, so each probe costs a request. At an eighth per window a probe
-// every eight windows of seed 003's slow service (14 successes each) cost
-// 0.9% of what it admitted, the whole of a 1% budget for timeouts; and a
-// service that lost at 8 the last three times will most likely lose at 8
-// again.
+// then slows to an eighth of a request per window from one below the
+// limit that lost them, and to a quarter of that for each loss in a row
+// at the same limit (down to a 128th): for a service of a few workers
+// whose clients' deadline is close to its latency, one request too many
+// is a loss each time, so each probe costs a request. At an eighth per
+// window a probe every eight windows of seed 003's slow service (14
+// successes each) cost 0.9% of what it admitted, the whole of a 1% budget
+// for timeouts, and a service that lost at 8 the last time will most
+// likely lose at 8 again. Only halving for each loss (an eighth, a 16th),
+// or a 16th from the first, left seed 003 at 1.2%, or slowed the growth
+// back after capacity-drop's slow minute (docs/simulations.md).
 //
 // noLoad is learned from live traffic: never by pinning the limit low to
 // measure it, which sheds healthy requests (envoyproxy/envoy#8337), and
@@ -198,7 +200,7 @@ type Little struct {
 	ceiling float64
 	cutTo   int
 	// lost counts the drop cuts in a row at the same ceiling: each
-	// halves the growth near it (see littleProbeSlow).
+	// quarters the growth near it (see littleProbeSlow).
 	lost int
 
 	// constant reports that one of the last littleConstantMemory windows
@@ -504,11 +506,12 @@ func (l *Little) close(now time.Time) {
 		l.cutKnownAt = l.knownAt
 		l.knownAt = min(l.knownAt, 2*inFlight/(1+q))
 	case f > 1 && l.ceiling > 0 && l.limit*f > l.ceiling-1:
-		// Near the limit that last lost requests, grow by a 16th of a
-		// request per window: a small service (a few workers, a deadline
-		// close to its latency) loses requests at each request too many,
-		// and probing there fast would lose them often.
-		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(16*math.Ldexp(l.limit, l.lost))))
+		// Near the limit that last lost requests, grow by an eighth of a
+		// request per window, a quarter of that for each loss in a row
+		// there: a small service (a few workers, a deadline close to its
+		// latency) loses requests at each request too many, and probing
+		// there fast would lose them often.
+		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(8*math.Ldexp(l.limit, 2*l.lost))))
 		if l.limit*f > l.ceiling+1 {
 			l.ceiling, l.cutTo = 0, 0 // past it without a cut: the service grew
 		}

@@ -79,8 +79,8 @@ const (
 	// anyway.
 	littleRushAfter = 1
 	// littleProbeSlow caps how many drop cuts in a row at the same
-	// ceiling halve the growth near it: from a 16th of a request per
-	// window down to a 64th.
+	// ceiling quarter the growth near it: from an eighth of a request per
+	// window down to a 128th.
 	littleProbeSlow = 2
 	// littleConstantMemory is how many windows of littleFew or more a
 	// constant service's last tight one counts for (see Little.constant).
