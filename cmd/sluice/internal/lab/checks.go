@@ -45,6 +45,19 @@ func window(p *report.Policy, from, to float64, f func(report.Point) float64) fl
 	return sum / float64(n)
 }
 
+// successWindow is window over the points with successes: a latency of
+// an interval that had none is 0, not a figure.
+func successWindow(p *report.Policy, from, to float64, f func(report.Point) float64) float64 {
+	q := *p
+	q.Series = nil
+	for _, pt := range p.Series {
+		if pt.GoodputRPS > 0 || pt.ThroughputRPS > 0 {
+			q.Series = append(q.Series, pt)
+		}
+	}
+	return window(&q, from, to, f)
+}
+
 func goodput(pt report.Point) float64  { return pt.GoodputRPS }
 func offered(pt report.Point) float64  { return pt.OfferedRPS }
 func capacity(pt report.Point) float64 { return pt.CapacityRPS }
@@ -52,6 +65,9 @@ func capacity(pt report.Point) float64 { return pt.CapacityRPS }
 // checks003: seed 003's slowdown. The bar: from 30 s (scaled) after the
 // change to the end of the slow phase, adaptive goodput >= 90% of
 // min(offered, capacity); static-5 about 2.3 rps (scaled), none about 0.
+// Sluice's recommended limit (issue 12): goodput >= 95%, at most 1.25 ×
+// the origin's 7 workers in flight, and its successes' p50 from the send
+// at most 1.3 × the slow service's 2 s (scaled).
 func checks003(x *ExperimentResult) []Check {
 	k := x.TimeScale
 	from, to := 90*k, 180*k
@@ -62,7 +78,7 @@ func checks003(x *ExperimentResult) []Check {
 			simCap = &x.Sim.Policies[0]
 		}
 		capRPS := window(simCap, from, to, capacity)
-		for _, name := range []string{"adaptive", "static-5", "none"} {
+		for _, name := range []string{"recommended", "adaptive", "static-5", "none"} {
 			p := policy(s.r, name)
 			if p == nil {
 				continue // a file run on its own may not have it
@@ -71,6 +87,22 @@ func checks003(x *ExperimentResult) []Check {
 			achievable := math.Min(window(p, from, to, offered), capRPS)
 			label := fmt.Sprintf("%s goodput from %gs to %gs, slow phase (%s)", name, from, to, s.name)
 			switch name {
+			case "recommended":
+				out = append(out, Check{Name: label,
+					Want: fmt.Sprintf(">= 95%% of achievable %.2f rps", achievable),
+					Got:  fmt.Sprintf("%.2f rps = %.1f%%", g, pct(g, achievable)),
+					Held: g >= 0.95*achievable && achievable > 0})
+				const workers = 7
+				inFlight := window(p, from, to, func(pt report.Point) float64 { return float64(pt.InFlight) })
+				out = append(out, Check{Name: fmt.Sprintf("%s in flight from %gs to %gs (%s)", name, from, to, s.name),
+					Want: fmt.Sprintf("<= 1.25 × the %d workers", workers),
+					Got:  fmt.Sprintf("%.2f = %.2f×", inFlight, inFlight/workers),
+					Held: inFlight <= 1.25*workers})
+				p50, work := successWindow(p, from, to, func(pt report.Point) float64 { return pt.P50Ms }), 2000*k
+				out = append(out, Check{Name: fmt.Sprintf("%s success p50 from the send, from %gs to %gs (%s)", name, from, to, s.name),
+					Want: fmt.Sprintf("<= 1.3 × the %.0f ms of work", work),
+					Got:  fmt.Sprintf("%.0f ms = %.2f×", p50, p50/work),
+					Held: p50 > 0 && p50 <= 1.3*work})
 			case "adaptive":
 				out = append(out, Check{Name: label,
 					Want: fmt.Sprintf(">= 90%% of achievable %.2f rps", achievable),
