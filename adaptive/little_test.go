@@ -46,21 +46,30 @@ func (f *littleFeed) run(d time.Duration, demand int, more func() bool) {
 	}
 }
 
+// unusedAtFive is a default Little that learned noLoad from 20 s at 5 in
+// flight, under its initial limit of 20 that no request reached, against
+// a service of 7 workers of 100 ms (queue: see littleFeed).
+func unusedAtFive(t *testing.T, queue bool) (*Little, *littleFeed) {
+	t.Helper()
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7, queue: queue}
+	f.run(20*time.Second, 5, nil)
+	if l.NoLoadLatency() == 0 || l.Limit() != 20 {
+		t.Fatalf("after 20 s at 5 in flight: limit %d, noLoad %v; want the initial 20 and noLoad learned", l.Limit(), l.NoLoadLatency())
+	}
+	return l, f
+}
+
 // Seed 003's slowdown, where the limit is not in use when it comes: 5 in
 // flight under a limit of 20, then demand brings 10 to a service that
 // runs 7. The drops cut the limit from the 10 in flight that lost them,
 // not from the 20 no request reached: cutting that to 18 changes nothing,
 // and the service's queue goes on timing requests out.
 func TestLittleDropsCutFromTheInFlightWhenTheLimitIsUnused(t *testing.T) {
-	l, err := NewLittle(LittleConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
-	f.run(20*time.Second, 5, nil)
-	if l.NoLoadLatency() == 0 || l.Limit() != 20 {
-		t.Fatalf("after 20 s at 5 in flight: limit %d, noLoad %v; want the initial 20 and noLoad learned", l.Limit(), l.NoLoadLatency())
-	}
+	l, f := unusedAtFive(t, false)
 	f.run(10*time.Second, 10, func() bool { return l.Limit() == 20 })
 	if got := l.Limit(); got > 9 {
 		t.Errorf("limit %d after the first window of drops at 10 in flight, want at most 0.9 × 10", got)
@@ -72,12 +81,7 @@ func TestLittleDropsCutFromTheInFlightWhenTheLimitIsUnused(t *testing.T) {
 // 9 in flight while the window reaches 10, and a cut from 10 leaves 9,
 // two more than the service's 7 workers.
 func TestLittleDropsCutFromTheInFlightTheyStartedAt(t *testing.T) {
-	l, err := NewLittle(LittleConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
-	f.run(20*time.Second, 5, nil)
+	l, f := unusedAtFive(t, false)
 	for i := 0; l.Limit() == 20 && i < 1000; i++ {
 		s := Sample{Latency: f.noLoad, InFlight: 10, Outcome: sluice.Success}
 		if i%4 == 0 {
@@ -96,28 +100,30 @@ func TestLittleDropsCutFromTheInFlightTheyStartedAt(t *testing.T) {
 // whatever the limit no request reached: the limit is cut to the
 // concurrency it shows (× (1 + Headroom)), not left at 20.
 func TestLittleQueueCutsAnUnusedLimit(t *testing.T) {
-	l, err := NewLittle(LittleConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7, queue: true}
-	f.run(20*time.Second, 5, nil)
+	l, f := unusedAtFive(t, true)
 	f.run(10*time.Second, 10, func() bool { return l.Limit() == 20 })
 	if got := l.Limit(); got < 7 || got > 9 {
 		t.Errorf("limit %d after the first window with a queue at 10 in flight, want 7 × 1.15 (7 to 9)", got)
 	}
 }
 
-// A service of 7 workers whose clients give up on anything that queues:
-// every probe from 7 to 8 loses requests. Each loss at the same ceiling
-// halves the growth near it, so the losses come further and further apart
-// instead of once every eight windows for ever.
-func TestLittleProbesASameCeilingLessOften(t *testing.T) {
+// sevenWorkers is a Little at 7 against a service of 7 workers of 100 ms
+// whose clients give up on anything that queues: every probe from 7 to 8
+// loses requests.
+func sevenWorkers(t *testing.T) (*Little, *littleFeed) {
+	t.Helper()
 	l, err := NewLittle(LittleConfig{InitialLimit: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
+	return l, &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
+}
+
+// Seven workers (sevenWorkers): each loss at the same ceiling quarters the
+// growth near it, so the losses come further and further apart instead of
+// once every eight windows for ever.
+func TestLittleProbesASameCeilingLessOften(t *testing.T) {
+	l, f := sevenWorkers(t)
 	var losses []time.Time
 	prev := l.Limit()
 	f.run(2*time.Hour, 20, func() bool {
@@ -146,11 +152,7 @@ func TestLittleProbesASameCeilingLessOften(t *testing.T) {
 // (a 16th after one loss) left seed 003's slow service probing often
 // enough to lose 1.2% of what it admitted.
 func TestLittleProbesNearTheCeilingSlowly(t *testing.T) {
-	l, err := NewLittle(LittleConfig{InitialLimit: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
+	l, f := sevenWorkers(t)
 	steps, prev := 0, l.limit
 	f.run(2*time.Hour, 20, func() bool {
 		if l.ceiling > 0 && l.limit > prev && prev > l.ceiling-1 {
@@ -176,11 +178,7 @@ func TestLittleProbesNearTheCeilingSlowly(t *testing.T) {
 // seed 003, where a request queued behind the 7 workers outlives its
 // client.
 func TestLittleProbeEndsAtItsFirstLoss(t *testing.T) {
-	l, err := NewLittle(LittleConfig{InitialLimit: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &littleFeed{l: l, now: epoch, noLoad: 100 * time.Millisecond, workers: 7}
+	l, f := sevenWorkers(t)
 	var probes []int // drops fed while the limit was past 7, per probe
 	drops, probing := 0, false
 	f.run(2*time.Hour, 20, func() bool {
