@@ -100,12 +100,14 @@ type LittleConfig struct {
 // limit of 20: cutting 20 to 18 changed nothing for 10 s while the
 // service's queue timed its requests out). A drop now and then is the
 // service's own tail, and backing off for each would hold the limit below
-// capacity; but once the limit probes past one below the limit that last
-// lost (see below), and past what that cut left, one drop of a request
-// admitted there ends the probe. Growth
-// then slows to an eighth of a request per window from one below the
-// limit that lost them, and to a quarter of that for each loss in a row
-// at the same limit (down to a 128th): for a service of a few workers
+// capacity. Once the limit probes past one below the limit that last
+// lost, and past what that cut left, the requests admitted there count
+// apart: more than a tenth of them Dropped ends the probe when the window
+// closes (one of the 8 a probe to 8 admits on seed 003, where waiting for
+// the window's second drop lost one more request each service time).
+// Growth then slows to an eighth of a request per window from one below
+// the limit that lost them, and to a quarter of that for each loss in a
+// row at the same limit (down to a 128th): for a service of a few workers
 // whose clients' deadline is close to its latency, one request too many
 // is a loss each time, so each probe costs a request. At an eighth per
 // window a probe every eight windows of seed 003's slow service (14
@@ -195,19 +197,23 @@ type Little struct {
 	cutFrom, cutLat float64
 	cutKnownAt      float64 // knownAt before the cut
 	cutSkip         bool
-	// ceiling is the limit Dropped samples last cut, 0 once the limit
-	// grew past it; cutTo is the whole requests that cut left, 0 with it.
+	// ceiling is where Dropped samples last cut the limit from (the
+	// limit, or for an unused one the drops' mean in flight), 0 once the
+	// limit grew past it; cutTo is the whole requests that cut left, 0
+	// with it.
 	ceiling float64
 	cutTo   int
-	// lost counts the drop cuts in a row at the same ceiling: each
-	// quarters the growth near it (see littleProbeSlow).
+	// lost counts the drop cuts in a row at the same ceiling after the
+	// first (0 after one): each quarters the growth near it (see
+	// littleProbeSlow).
 	lost int
 
 	// constant reports that one of the last littleConstantMemory windows
 	// of littleFew successes or more had a standard deviation within 5%
 	// of its mean (sinceTight: 1 if the last such window was, 2 if the
-	// one before, and so on; 0 if none was): a window
-	// of such a service may close with fewer. Not only the last, because
+	// one before, and so on, at most littleConstantMemory + 1; 0 if none
+	// was): a window of such a service may close with fewer. Not only the
+	// last, because
 	// a change of a constant service mixes two latencies in the window
 	// that holds it, and in the next one when a cut leaves requests
 	// queued at the service; without it the window after them would wait
@@ -269,21 +275,19 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 	switch {
 	case s.Outcome == sluice.Dropped:
 		w.drops++
-		w.dropsAt += float64(s.InFlight)
 		w.tail.drops++
-		// Past the ceiling less one, the limit probes whether the service
-		// now takes more than the limit that last lost requests; a drop
-		// of a request admitted there answers no, and waiting for a
-		// second one loses another request each service time. There, and
-		// past what the last drop cut left: a cut of 0.9 leaves a limit
-		// below 10 within one of the ceiling, and each drop of the
-		// service's own tail cut it again, down to MinLimit.
-		c := float64(s.InFlight)
-		w.probeLost = w.probeLost || l.cutTo > 0 && l.limit > l.ceiling-1 && c > max(l.ceiling-1, float64(l.cutTo))
+		w.dropsAt += float64(s.InFlight)
+		w.tail.dropsAt += float64(s.InFlight)
+		if l.probing(s.InFlight) {
+			w.probeDrops++
+		}
 	case s.Latency > 0:
 		r, c := float64(s.Latency), float64(s.InFlight)
 		w.add(r, c, s.Waiting > 0)
 		w.tail.add(r, c, s.Waiting > 0)
+		if l.probing(s.InFlight) {
+			w.probeOK++
+		}
 		switch {
 		case c <= l.knownAt/2:
 			w.known.add(r)
@@ -309,12 +313,22 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		case c:
 			l.sinceTight = 1
 		case l.sinceTight > 0:
-			l.sinceTight++
+			l.sinceTight = min(l.sinceTight+1, littleConstantMemory+1)
 		}
 		l.constant = l.sinceTight > 0 && l.sinceTight <= littleConstantMemory
 	}
 	*w = littleWindow{start: now, length: length, constant: l.constant}
 	return int(l.limit)
+}
+
+// probing reports whether a request that started at inFlight was admitted
+// by a probe: past the ceiling less one, where the limit asks whether the
+// service now takes more than the limit that last lost requests, and past
+// what that drop cut left (a cut of 0.9 leaves a limit below 10 within one
+// of the ceiling, and such a limit's every request would count).
+func (l *Little) probing(inFlight int) bool {
+	c := float64(inFlight)
+	return l.ceiling > 0 && l.limit > l.ceiling-1 && c > max(l.ceiling-1, float64(l.cutTo))
 }
 
 // held reports whether the open window, once the last one grew the limit

@@ -12,11 +12,10 @@ type littleWindow struct {
 	littleBlock
 	known       stat // successes that started at <= knownAt/2 in flight
 	maxInFlight int
-	dropsAt     float64 // sum of the Dropped samples' InFlight
-	constant    bool    // see Little.constant
-	// probeLost reports a Dropped sample that started at more in flight
-	// than the last drop cut left: a probe that lost (see Little).
-	probeLost bool
+	constant    bool // see Little.constant
+	// probeOK and probeDrops count the samples of requests a probe
+	// admitted (see Little.probing).
+	probeOK, probeDrops float64
 	// tail is the window's samples since the last block Little.held
 	// judged (a block is judged once it has littleWindowMin successes).
 	tail littleBlock
@@ -29,6 +28,7 @@ type littleBlock struct {
 	inFlight float64 // sum of the successes' InFlight
 	waited   float64 // successes released with requests waiting
 	drops    float64
+	dropsAt  float64 // sum of the drops' InFlight
 }
 
 func (b *littleBlock) add(r, c float64, waited bool) {
@@ -43,9 +43,9 @@ func (b *littleBlock) add(r, c float64, waited bool) {
 // firm: littleWindowMin successes with a standard error within 5% of the
 // mean, or littleWindowMax. A slow service sends few, so a window also
 // closes with littleFew after 16 mean latencies, or with littleFew/2 after
-// 2 if their mean is within 2% and one of the last three windows of
-// littleFew or more had a standard deviation within 5% of its mean (a
-// constant service; see Little.constant).
+// 2 if their mean is within 2% and one of the last littleConstantMemory
+// windows of littleFew or more had a standard deviation within 5% of its
+// mean (a constant service; see Little.constant).
 // The first estimate takes 4 × littleEvidence successes by the same rule,
 // the evidence that raises knownAt 2 ×.
 const (
@@ -126,9 +126,12 @@ func (w *littleWindow) first(now time.Time) bool {
 func (w *littleWindow) unused(limit float64) bool { return float64(w.maxInFlight) < limit-1 }
 
 // overloaded reports whether more than a few of the window's samples
-// were Dropped (see littleDropShare), or a probe lost one.
+// were Dropped (see littleDropShare), or more than that share of those a
+// probe admitted: one of a probe's 8 on seed 003, where waiting for a
+// second drop in the window lost one more request each service time.
 func (w *littleWindow) overloaded() bool {
-	return w.probeLost || w.drops > max(1, littleDropShare*(w.lat.n+w.drops))
+	return w.probeDrops > littleDropShare*(w.probeOK+w.probeDrops) ||
+		w.drops > max(1, littleDropShare*(w.lat.n+w.drops))
 }
 
 // stat is a count of latencies (ns), their sum and their sum of squares.
