@@ -45,17 +45,22 @@ func window(p *report.Policy, from, to float64, f func(report.Point) float64) fl
 	return sum / float64(n)
 }
 
-// successWindow is window over the points with successes: a latency of
-// an interval that had none is 0, not a figure.
-func successWindow(p *report.Policy, from, to float64, f func(report.Point) float64) float64 {
-	q := *p
-	q.Series = nil
+// p50Window averages the intervals' success p50 over the points that end
+// in (from, to] and had successes: an interval without one has a p50 of
+// 0, not a figure, and throughput counts rejections and late answers.
+func p50Window(p *report.Policy, from, to float64) float64 {
+	var sum float64
+	n := 0
 	for _, pt := range p.Series {
-		if pt.GoodputRPS > 0 || pt.ThroughputRPS > 0 {
-			q.Series = append(q.Series, pt)
+		if pt.TS > from+1e-9 && pt.TS <= to+1e-9 && pt.P50Ms > 0 {
+			sum += pt.P50Ms
+			n++
 		}
 	}
-	return window(&q, from, to, f)
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 func goodput(pt report.Point) float64  { return pt.GoodputRPS }
@@ -92,14 +97,16 @@ func checks003(x *ExperimentResult) []Check {
 					Want: fmt.Sprintf(">= 95%% of achievable %.2f rps", achievable),
 					Got:  fmt.Sprintf("%.2f rps = %.1f%%", g, pct(g, achievable)),
 					Held: g >= 0.95*achievable && achievable > 0})
+				// The file's origin: 7 workers, 2 s of work in the slow
+				// phase (as static-5's 2.2 s above, written here).
 				const workers = 7
 				inFlight := window(p, from, to, func(pt report.Point) float64 { return float64(pt.InFlight) })
 				out = append(out, Check{Name: fmt.Sprintf("%s in flight from %gs to %gs (%s)", name, from, to, s.name),
 					Want: fmt.Sprintf("<= 1.25 × the %d workers", workers),
 					Got:  fmt.Sprintf("%.2f = %.2f×", inFlight, inFlight/workers),
-					Held: inFlight <= 1.25*workers})
-				p50, work := successWindow(p, from, to, func(pt report.Point) float64 { return pt.P50Ms }), 2000*k
-				out = append(out, Check{Name: fmt.Sprintf("%s success p50 from the send, from %gs to %gs (%s)", name, from, to, s.name),
+					Held: inFlight > 0 && inFlight <= 1.25*workers})
+				p50, work := p50Window(p, from, to), 2000*k
+				out = append(out, Check{Name: fmt.Sprintf("%s success p50 from the send (mean of the intervals'), from %gs to %gs (%s)", name, from, to, s.name),
 					Want: fmt.Sprintf("<= 1.3 × the %.0f ms of work", work),
 					Got:  fmt.Sprintf("%.0f ms = %.2f×", p50, p50/work),
 					Held: p50 > 0 && p50 <= 1.3*work})

@@ -121,8 +121,9 @@ func Tour() []Experiment {
 			File:     "scenarios/seed003-slowdown.yaml",
 			Claim:    "after the slowdown to 3.5 rps: no limit ~0 rps of 200s, static 5 in flight 2.3 rps, the author's AIMD proxy 2.4-2.7 rps",
 			Policies: []string{"none", "static-5", "adaptive"},
-			// The file's "adaptive" is the seed's AIMD; sluice's own
-			// finds the 7 workers from the latency alone.
+			// The file's "adaptive" is the seed's AIMD, which needs its
+			// interval and backoff set for this origin; sluice's
+			// recommended limit learns the 7 workers with its defaults.
 			Add: []sim.Policy{recommendedAs("recommended")},
 			// A fifth: the client's slack (2.5 s less 2 s of work) is then
 			// 100 ms, more than a loaded machine's lag; the run stops 20 s
