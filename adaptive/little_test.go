@@ -308,6 +308,54 @@ func TestLittleTailDropsDoNotEndALargeProbe(t *testing.T) {
 	}
 }
 
+// A limit that drops of the service's own tail (here half its requests,
+// which brings the limit to 2 within minutes) cut to a fraction of what
+// the service is known to run comes back once they stop. The service is
+// slow (1 s, ±30%) and the limit small, so a window of 16 successes takes
+// 16 s, and its mean latency reads noLoad only within a noise larger
+// than Headroom/2: with requests waiting at no more than knownAt/2 in
+// flight, the limit grows without that test, from windows of 8, and the
+// drops it lost at there set no ceiling.
+func TestLittleComesBackFromTailDrops(t *testing.T) {
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, i := epoch, 0
+	feed := func(dropEvery int) {
+		i++
+		n := min(10, l.Limit())
+		latency := time.Duration(700+300*(i%3)) * time.Millisecond
+		s := Sample{Latency: latency, InFlight: n, Outcome: sluice.Success}
+		if n < 10 {
+			s.Waiting = 10 - n
+		}
+		if i%dropEvery == 0 {
+			s = Sample{Latency: 2500 * time.Millisecond, InFlight: n, Outcome: sluice.Dropped}
+		}
+		now = now.Add(time.Second / time.Duration(n))
+		l.Observe(now, s)
+	}
+	for end := now.Add(2 * time.Minute); now.Before(end); {
+		feed(1 << 30) // 10 in flight under the initial 20: noLoad and knownAt
+	}
+	for end := now.Add(5 * time.Minute); l.Limit() > 2 && now.Before(end); {
+		feed(2) // half dropped, the service's own tail
+	}
+	if l.Limit() > 2 {
+		t.Fatalf("limit %d after 5 minutes of half dropped, want 2 or less; the test no longer tells what it should", l.Limit())
+	}
+	start := now
+	for end := now.Add(10 * time.Minute); l.Limit() < 5 && now.Before(end); {
+		feed(1 << 30)
+	}
+	took := now.Sub(start)
+	t.Logf("back to 5 in %v", took)
+	if took > time.Minute {
+		t.Errorf("back to 5 (knownAt/2) in %v after the drops stopped, want within a minute", took)
+	}
+}
+
 // Seed 003 in the small, started below the workers: a limit of 5 on a
 // constant service of 7 workers that slows from 1 s to 2 s. The window
 // that holds the change mixes 1 s and 2 s; the ones after it are
