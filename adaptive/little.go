@@ -85,8 +85,12 @@ type LittleConfig struct {
 // successes show it, or its last 64 alone do (see held). Such a window
 // comes now and then from a limit at the service's concurrency, whose
 // latency reads low by the noise: one step of (1 + Headroom) from there
-// is where the limit aims anyway, and knownAt bounds it. Without a queue, Waiting is 0 and only
-// the latency counts.
+// is where the limit aims anyway, and knownAt bounds it. At knownAt/2 in
+// flight or fewer nothing can have queued, so the latency test is skipped
+// there and such a window closes from 8 successes (see starved): a limit
+// that drops of the service's own tail cut that low comes back even when
+// a window of it takes 16 s. Without a queue, Waiting is 0 and only the
+// latency counts.
 //
 // An unused limit (in flight never reached it) does not grow, and the
 // latency moves it only down: a queue beyond a window's noise at the in
