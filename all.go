@@ -95,11 +95,39 @@ func (m *multi) add(p Permit) {
 }
 
 func (m *multi) Release(_ uint64, o Outcome, latency time.Duration) {
-	ps := m.parts()
-	for i := len(ps) - 1; i >= 0; i-- {
+	defer m.a.inFlight.Add(-1)
+	release(m.parts(), o, latency)
+}
+
+// release releases ps from the last to the first. A part whose Release
+// panics (any Limiter may be a part) does not keep the earlier parts'
+// permits: a server that recovers the panic would lose those slots and
+// tokens for good. The rest are released while the panic unwinds, and it
+// goes on after them unchanged. (No func value: one would make the permits
+// escape, and a rejection allocate.)
+func release(ps []Permit, o Outcome, latency time.Duration) {
+	i := len(ps) - 1
+	defer func() {
+		if i >= 0 {
+			release(ps[:i], o, latency) // ps[i] panicked
+		}
+	}()
+	for ; i >= 0; i-- {
 		ps[i].Release(o, latency)
 	}
-	m.a.inFlight.Add(-1)
+}
+
+// cancel is release for Cancel.
+func cancel(ps []Permit) {
+	i := len(ps) - 1
+	defer func() {
+		if i >= 0 {
+			cancel(ps[:i]) // ps[i] panicked
+		}
+	}()
+	for ; i >= 0; i-- {
+		ps[i].Cancel()
+	}
 }
 
 func (a *all) Acquire(ctx context.Context) (Permit, error) {
@@ -149,16 +177,13 @@ func (a *all) acquire(get func(Limiter) (Permit, error)) (Permit, error) {
 
 // Cancel gives back every part's grant: the work never ran.
 func (m *multi) Cancel(uint64) {
+	defer m.a.inFlight.Add(-1)
 	m.cancelParts()
-	m.a.inFlight.Add(-1)
 }
 
 // cancelParts gives back the permits granted so far, in reverse order.
 func (m *multi) cancelParts() {
-	ps := m.parts()
-	for i := len(ps) - 1; i >= 0; i-- {
-		ps[i].Cancel()
-	}
+	cancel(m.parts())
 }
 
 // Stats reports the composition's own counters: admissions of the whole,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -359,6 +360,52 @@ func TestAllPanickingPartCancelsEarlierParts(t *testing.T) {
 		if s := slots.Stats(); s.InFlight != 0 {
 			t.Fatalf("%d permits of the first part held after the panic, want 0", s.InFlight)
 		}
+	}
+}
+
+// badRelease is a Limiter whose permits panic when released or cancelled,
+// as a buggy one might.
+type badRelease struct{ recorder }
+
+func (b badRelease) Acquire(context.Context) (sluice.Permit, error) { return b.TryAcquire() }
+func (b badRelease) TryAcquire() (sluice.Permit, error)             { return sluice.NewPermit(b, 0), nil }
+func (badRelease) Release(uint64, sluice.Outcome, time.Duration)    { panic("boom") }
+func (badRelease) Cancel(uint64)                                    { panic("boom") }
+
+// A part whose Release or Cancel panics does not keep the other parts'
+// permits: before, the parts before it in the composition (released after
+// it) kept theirs, and a server that recovered the panic lost them.
+func TestAllPanickingReleaseFreesTheOtherParts(t *testing.T) {
+	for _, end := range []struct {
+		name string
+		do   func(*sluice.Permit)
+		want []string
+	}{
+		{"release", func(p *sluice.Permit) { p.Release(sluice.Success, time.Millisecond) }, []string{"b:success:1ms", "a:success:1ms"}},
+		{"cancel", (*sluice.Permit).Cancel, []string{"b:cancel", "a:cancel"}},
+	} {
+		t.Run(end.name, func(t *testing.T) {
+			var log []string
+			all := sluice.All(recorder{"a", &log}, badRelease{recorder{"x", &log}}, recorder{"b", &log})
+			p, err := all.TryAcquire()
+			if err != nil {
+				t.Fatal(err)
+			}
+			func() {
+				defer func() {
+					if r := recover(); r != "boom" {
+						t.Fatalf("recovered %v, want the part's panic", r)
+					}
+				}()
+				end.do(&p)
+			}()
+			if !slices.Equal(log, end.want) {
+				t.Errorf("parts given back: %q, want %q", log, end.want)
+			}
+			if s := all.Stats(); s.InFlight != 0 {
+				t.Errorf("All holds %d in flight after the panic, want 0", s.InFlight)
+			}
+		})
 	}
 }
 
