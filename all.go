@@ -22,7 +22,9 @@ import (
 // never takes a queue slot.
 //
 // Releasing the returned permit releases the parts in reverse order with the
-// same outcome and latency.
+// same outcome and latency; a part whose Release or Cancel panics does not
+// keep the other parts' permits (the panic goes on after they are given
+// back).
 //
 // A nil Limiter in ls is no limit and is skipped, so an optional limit can
 // be left nil. A limiter given more than once is asked once, at its first
