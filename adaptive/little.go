@@ -217,11 +217,10 @@ type Little struct {
 	// of its mean (sinceTight: 1 if the last such window was, 2 if the
 	// one before, and so on, at most littleConstantMemory + 1; 0 if none
 	// was): a window of such a service may close with fewer. Not only the
-	// last, because
-	// a change of a constant service mixes two latencies in the window
-	// that holds it, and in the next one when a cut leaves requests
-	// queued at the service; without it the window after them would wait
-	// 16 mean latencies (seed 003's slowdown: 29 s).
+	// last, because a change of a constant service mixes two latencies in
+	// the window that holds it, and in the next one when a cut leaves
+	// requests queued at the service; without it the window after them
+	// would wait 16 mean latencies (seed 003's slowdown: 29 s).
 	constant   bool
 	sinceTight int
 
