@@ -149,16 +149,22 @@ var ErrRedirect = errors.New("the URL redirects")
 // on requests whose clients gave up), and the next step must not measure
 // it. It probes one request at a time, for at most a minute. Until the
 // service has answered once (*quiet is 0), a probe waits at most first,
-// the step's client timeout: a service that does not answer one request
-// within it, idle, fails every request of a step. Later probes, which may
-// wait behind a queue, wait up to 30 s.
+// the step's client timeout, and a probe that fails ends the search: a
+// service that does not answer one request within it, idle, fails every
+// request of a step. Once it has answered, a failed probe (a reset, a
+// refused connection, no answer in 30 s) is the service still busy with
+// the last step, or recovering from it: drain backs off (20 ms, doubling
+// to 1 s) and probes again, and fails only if nothing answered within the
+// minute. A slow answer at the minute's end is measured anyway.
 func drain(parent context.Context, url string, quiet *time.Duration, first time.Duration) error {
 	// A redirect is an answer, as to the load generator.
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(parent, time.Minute)
 	defer cancel()
-	for i := 0; ; i++ {
+	answers := 0 // the probes of this drain answered
+	backoff := 20 * time.Millisecond
+	for {
 		wait, what := 30*time.Second, ""
 		if *quiet == 0 {
 			wait, what = min(first, time.Minute), ", the client's timeout (-timeout)"
@@ -181,16 +187,38 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 			if err := parent.Err(); err != nil {
 				return err // stopped (Ctrl-C), not unreachable
 			}
-			if ctx.Err() != nil && i > 0 {
+			if *quiet != 0 && ctx.Err() == nil {
+				// Answered before: still busy or recovering. Probe again.
+				select {
+				case <-ctx.Done():
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			if answers > 0 {
 				return nil // still busy after a minute: measure anyway
+			}
+			if connected.Load() && !timedOut {
+				if e := errors.Unwrap(err); e != nil {
+					err = e // *url.Error's "Get URL:" repeats the URL
+				}
+			}
+			if *quiet != 0 {
+				// Not one answer in a minute, from a service that answered
+				// before: it stopped answering after the last step.
+				switch {
+				case connected.Load() && timedOut:
+					return fmt.Errorf("%w: %s: no answer for a minute after the last step", ErrNoAnswer, url)
+				case connected.Load():
+					return fmt.Errorf("%w: %s: no answer for a minute after the last step (the last connection ended with %v)", ErrNoAnswer, url, err)
+				}
+				return fmt.Errorf("%w: %s: no connection for a minute after the last step (%v)", load.ErrUnreachable, url, err)
 			}
 			if connected.Load() && timedOut {
 				return fmt.Errorf("%w: %s: no answer within %v%s", ErrNoAnswer, url, wait, what)
 			}
 			if connected.Load() {
-				if e := errors.Unwrap(err); e != nil {
-					err = e // *url.Error's "Get URL:" repeats the URL
-				}
 				return fmt.Errorf("%w: %s: the connection ended without an answer (%v)", ErrNoAnswer, url, err)
 			}
 			return fmt.Errorf("%w: %s: %v", load.ErrUnreachable, url, err)
@@ -206,9 +234,10 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 		if *quiet == 0 || d < *quiet {
 			*quiet = d
 		}
-		if i >= 2 && d <= 2**quiet+2*time.Millisecond {
+		if answers >= 2 && d <= 2**quiet+2*time.Millisecond {
 			return nil
 		}
+		answers, backoff = answers+1, 20*time.Millisecond
 		select {
 		case <-ctx.Done():
 			return parent.Err() // nil after a minute: measure anyway

@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
+	"github.com/sluicehq/sluice/sim"
 )
 
 func TestParseSLO(t *testing.T) {
@@ -297,5 +300,83 @@ func TestSearchFailsEveryRequest(t *testing.T) {
 	}
 	if len(steps) != 1 {
 		t.Errorf("%d steps, want 1", len(steps))
+	}
+}
+
+// TestCapacityGoesOnAfterReset: a service that resets connections while a
+// step past its capacity leaves a backlog, and answers again once the
+// backlog is gone, is measured on: the drain probe's reset after an
+// overloaded step is the service still busy, not a service that does not
+// answer. The search ended at the first reset ("target accepts
+// connections but does not answer: ... the connection ended without an
+// answer"), though the service recovered a moment later. The origin is
+// 2 workers × 10 ms (200 rps) with an unbounded queue, in front of which a
+// real server resets every connection for half a second after a request
+// found more than 10 requests queued (a proxy's circuit breaker, workers
+// restarting).
+func TestCapacityGoesOnAfterReset(t *testing.T) {
+	org, err := origin.New(origin.Config{Origin: sim.Origin{Workers: 2, Queue: -1,
+		Service: sim.Dist{Kind: sim.Constant, Mean: 10 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const backlog, recovery = 10, 500 * time.Millisecond
+	var resets atomic.Int64
+	var until atomic.Int64 // resets until this time, in Unix nanoseconds
+	tripped := func() bool { return time.Now().UnixNano() < until.Load() }
+	shed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if org.Stats().Queued > backlog {
+			until.Store(time.Now().Add(recovery).UnixNano())
+		}
+		if !tripped() {
+			org.ServeHTTP(w, r)
+			return
+		}
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // a reset, not a FIN
+		}
+		c.Close()
+		resets.Add(1)
+	})
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: shed, ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { org.Close(); _ = srv.Close() }()
+
+	slo, _ := ParseSLO("p95<=100ms,success>=98%")
+	inner := StepMeasure("http://"+ln.Addr().String()+"/", slo, time.Second, 200*time.Millisecond, nil)
+	var busyAtDrain []float64 // the rates whose drain began with the front resetting
+	measure := func(ctx context.Context, rate float64) (Step, error) {
+		if tripped() {
+			busyAtDrain = append(busyAtDrain, rate)
+		}
+		return inner(ctx, rate)
+	}
+	// 150 rps meets the SLO, 300 trips the front, and the midpoint 225
+	// comes after it; then 225/150 is within the precision.
+	steps, best, err := Search{Start: 150, Max: 600, Precision: 0.9}.Find(context.Background(), slo, measure)
+	for _, s := range steps {
+		t.Logf("%6.1f rps: sent %d, ok %d, p95 %.1f ms, p50 %.1f ms, failures %v", s.RateRPS, s.Sent, s.Successes, s.QuantileMs, s.P50Ms, s.Failures)
+	}
+	t.Logf("%d connections reset; steps whose drain began with the front resetting: %v", resets.Load(), busyAtDrain)
+	if err != nil {
+		t.Fatalf("the search ended after an overloaded step: %v", err)
+	}
+	if len(busyAtDrain) == 0 {
+		t.Fatal("no step began with the front resetting: the test did not reset a drain probe")
+	}
+	if n := len(steps); n < 3 || steps[n-1].RateRPS >= steps[n-2].RateRPS {
+		t.Errorf("want a step below the overloaded one after it, got %d steps", n)
+	}
+	if best.RateRPS != 150 {
+		t.Errorf("best %.1f rps, want 150, the rate that met the SLO", best.RateRPS)
 	}
 }
