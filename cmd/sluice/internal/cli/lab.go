@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/lab"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/load"
-	"github.com/sluicehq/sluice/sim"
 )
 
 // signalContext is the lab's context: cancelled by Ctrl-C or SIGTERM, so
@@ -171,20 +170,21 @@ func runCapacity(e env, args []string) int {
 	case !(*precision >= minPrecision && *precision < 1):
 		return usageError(fs, "-precision", fmt.Errorf("must be in [%v, 1), got %v", minPrecision, *precision))
 	}
-	// A step measures after its first fifth (lab.StepMeasure), and a
-	// first step with nothing to measure failed the SLO: "no rate met
-	// it". Constant arrivals come at k/rate from 0: 1.25/rate holds one.
-	if first := math.Ceil((*step / 5).Seconds() * *start); first >= step.Seconds()**start {
+	url := pos[0]
+	first := lab.StepLoad(url, slo, *start, *step, *timeout) // the first step, as lab.StepMeasure sends it
+	// A step measures after its warm-up (its first fifth), and a first
+	// step with nothing to measure failed the SLO: "no rate met it".
+	// Constant arrivals come at k/rate from 0: 1.25/rate holds one.
+	if warm := math.Ceil(first.Warmup.Seconds() * *start); warm >= step.Seconds()**start {
 		least := time.Duration(math.Ceil(1.25 / *start * 1000)) * time.Millisecond
 		return usageError(fs, "-step", fmt.Errorf("a step of %v at -start %v rps measures no request (its first fifth is warm-up): want at least %v", *step, *start, least))
 	}
-	url := pos[0]
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
 		return usageError(fs, "URL", fmt.Errorf("want http:// or https://, got %q", url))
 	}
 	// What the load generator would refuse at the first step, once the
 	// service had been probed (a URL without a host).
-	if err := (load.Config{URL: url, Load: sim.Load{Rate: *start}, Duration: *step}).Validate(); err != nil {
+	if err := first.Validate(); err != nil {
 		return usageError(fs, "URL", err)
 	}
 	ctx, stop := signalContext()

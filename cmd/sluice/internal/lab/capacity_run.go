@@ -21,20 +21,13 @@ import (
 // as warm-up, the client giving up after timeout (0: twice the SLO's
 // latency). Each step's line goes to progress.
 func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.Writer) Measure {
-	if timeout == 0 {
-		timeout = 2 * slo.Latency
-	}
+	timeout = stepTimeout(slo, timeout)
 	var quiet time.Duration // the fastest probe seen: the service idle
 	return func(ctx context.Context, rate float64) (Step, error) {
 		if err := drain(ctx, url, &quiet, timeout); err != nil {
 			return Step{}, err
 		}
-		res, err := load.Run(ctx, load.Config{
-			URL:      url,
-			Load:     sim.Load{Arrivals: sim.ConstantArrivals, Rate: rate, Timeout: timeout},
-			Duration: step,
-			Warmup:   step / 5,
-		})
+		res, err := load.Run(ctx, StepLoad(url, slo, rate, step, timeout))
 		if err != nil {
 			return Step{}, err
 		}
@@ -78,6 +71,29 @@ func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.W
 		}
 		return st, nil
 	}
+}
+
+// StepLoad is the load generator's run of one step at rate against url,
+// as StepMeasure sends it: constant open-loop arrivals for step, the
+// first fifth left out as warm-up, the client giving up after timeout
+// (0: twice the SLO's latency). The command checks the first step's
+// before it probes the service.
+func StepLoad(url string, slo SLO, rate float64, step, timeout time.Duration) load.Config {
+	return load.Config{
+		URL:      url,
+		Load:     sim.Load{Arrivals: sim.ConstantArrivals, Rate: rate, Timeout: stepTimeout(slo, timeout)},
+		Duration: step,
+		Warmup:   step / 5,
+	}
+}
+
+// stepTimeout is a step's client timeout: timeout, or twice the SLO's
+// latency if it is 0.
+func stepTimeout(slo SLO, timeout time.Duration) time.Duration {
+	if timeout == 0 {
+		return 2 * slo.Latency
+	}
+	return timeout
 }
 
 // quantileMs is the smallest of the load generator's percentiles at or
