@@ -117,3 +117,13 @@ func (b *RetryBudget) tryRetryAt(now int64) bool {
 	b.w.add(now, 0, 1)
 	return true
 }
+
+// refundAt takes back a retry that TryRetry counted at time at and that was
+// never sent (the Transport's limiter rejected it): a retry that adds no
+// load must not stop another that would be allowed. A retry counted so long
+// ago that it left the window has expired anyway, and is dropped.
+func (b *RetryBudget) refundAt(at int64) {
+	b.mu.Lock()
+	b.w.add(at, 0, -1)
+	b.mu.Unlock()
+}

@@ -23,7 +23,9 @@
 //     any sluice.Limiter (a concurrency limit, a Throttler, sluice.All of
 //     both) and retries 429 and 503 answers and transport errors under the
 //     same policy, except the errors no retry can cure (an invalid URL, an
-//     untrusted TLS certificate), which it returns at once.
+//     untrusted TLS certificate), which it returns at once. A retry its
+//     limiter rejects was never sent: it costs the budget nothing, and the
+//     caller gets the answer that called for it (the 503, body and all).
 //
 // The decisions (the throttle probability, the budget, the backoff) are pure
 // code with explicit-time forms (...At) so that the simulator can run them in

@@ -190,9 +190,20 @@ func (r *Retrier) nextAt(now int64, attempts int, hint time.Duration, deadline i
 	return wait, Retry
 }
 
-func (r *Retrier) nextCtx(ctx context.Context, attempts int, hint time.Duration) (time.Duration, Decision) {
+// nextCtx is nextAt now with ctx's deadline; it also returns the time it
+// decided at, the one refundAt takes.
+func (r *Retrier) nextCtx(ctx context.Context, attempts int, hint time.Duration) (time.Duration, Decision, int64) {
 	dl, ok := ctx.Deadline()
-	return r.nextAt(clock.Nanos(), attempts, hint, clock.FromTime(dl), ok)
+	now := clock.Nanos()
+	wait, d := r.nextAt(now, attempts, hint, clock.FromTime(dl), ok)
+	return wait, d, now
+}
+
+// refundAt undoes a Retry decided at time at whose retry was never sent:
+// the budget gets its retry back and Stats stops counting it.
+func (r *Retrier) refundAt(at int64) {
+	r.retries.Add(^uint64(0)) // minus one
+	r.p.Budget.refundAt(at)
 }
 
 // Do calls fn until it returns nil, an error not worth retrying, the policy
@@ -225,7 +236,7 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 			return fmt.Errorf("%w (last attempt: %w)", cerr, err)
 		}
 		hint, _ := sluice.RetryAfter(err)
-		wait, d := r.nextCtx(ctx, attempts, hint)
+		wait, d, _ := r.nextCtx(ctx, attempts, hint)
 		if d != Retry {
 			return err
 		}

@@ -23,8 +23,10 @@ type TransportConfig struct {
 	Base http.RoundTripper
 	// Limiter admits every attempt, retries included, before it is sent: a
 	// concurrency limit, a Throttler, or sluice.All of several. Its
-	// rejection is returned as the RoundTrip error (match it with
-	// errors.Is(err, sluice.ErrRejected)). Default: none.
+	// rejection of a request's first attempt is returned as the RoundTrip
+	// error (match it with errors.Is(err, sluice.ErrRejected)); a retry it
+	// rejects was never sent, so it is given back to the retry budget and
+	// the caller gets the answer that called for the retry. Default: none.
 	Limiter sluice.Limiter
 	// Retry governs retries; see RetryPolicy for its defaults. Set
 	// MaxAttempts to 1 to disable them.
@@ -58,13 +60,19 @@ type TransportStats struct {
 // RetryPolicy: full-jitter backoff, counted from the server's Retry-After, a
 // budget across requests, no wait that would outlast the request's context
 // deadline. When the policy says stop, or the request's context is done, the
-// last response is returned as it is.
+// last response is returned as it is. It is returned too when the Limiter
+// rejects the retry, which was then never sent and costs the budget
+// nothing. A response that calls for a retry is kept through the backoff,
+// its body unread (its connection held), until the retry is admitted, then
+// drained and closed.
 //
 // The Limiter's permit is held until the response body is closed or read to
-// the end, and released as Dropped for a 429, a 5xx, a transport error or a
-// request whose deadline passed before the answer (the overload signals),
-// as Ignore when the request's context was cancelled before the answer or
-// the transport error is one no retry can cure (see above), and as Success
+// the end (a response returned because its retry was rejected gave its
+// permit back before the backoff), and released as Dropped for a 429, a
+// 5xx, a transport error or a request whose deadline passed before the
+// answer (the overload signals), as Ignore when the request's context was
+// cancelled before the answer or the transport error is one no retry can
+// cure (see above), and as Success
 // otherwise; the latency is the time to the response headers.
 //
 // Safe for concurrent use.
@@ -108,6 +116,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.retrier.beginAt(clock.Nanos())
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	attemptReq := req
+	// A retry takes from the budget when it is decided, before the
+	// backoff, and asks the limiter after it, when it goes out: asking the
+	// limiter first would hold a concurrency slot idle through the wait or
+	// draw on a Throttler's window as it was before it, and charging the
+	// budget last would make a request the budget turns down wait out the
+	// backoff for nothing. So a retry the limiter rejects is refunded
+	// (charged is when it was decided), and the caller gets the answer
+	// that called for it, prevResp or prevErr, as if the policy had said
+	// stop: that answer's body is left unread until the retry is admitted.
+	var (
+		prevResp *http.Response
+		prevErr  error
+		charged  int64
+	)
 	for attempts := 1; ; attempts++ {
 		permit := sluice.Permit{}
 		if t.limiter != nil {
@@ -117,9 +139,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 					t.rejected.Add(1)
 				}
 				closeBody(attemptReq) // a RoundTripper must close the body even on error
+				if attempts > 1 {
+					t.retrier.refundAt(charged) // never sent
+					if ctx.Err() == nil {
+						return prevResp, prevErr
+					}
+					discard(prevResp) // the caller left: its error, as after the backoff
+				}
 				return nil, err
 			}
 		}
+		discard(prevResp) // the retry is admitted: the answer it replaces is not needed
+		prevResp = nil
 		start := clock.Nanos()
 		resp, err := t.send(attemptReq, &permit)
 		latency := time.Duration(clock.Nanos() - start)
@@ -146,15 +177,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				if resp != nil {
 					hint, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 				}
-				if wait, d := t.retrier.nextCtx(ctx, attempts, hint); d == Retry {
-					if resp != nil {
-						drain(resp.Body)
-					}
+				if wait, d, at := t.retrier.nextCtx(ctx, attempts, hint); d == Retry {
 					permit.Release(outcome, latency)
 					if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
 						closeReader(body)
+						discard(resp)
 						return nil, cerr
 					}
+					prevResp, prevErr, charged = resp, err, at
 					attemptReq = rewind(req, body)
 					continue
 				}
@@ -314,6 +344,13 @@ func closeReader(body io.ReadCloser) {
 func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
+	}
+}
+
+// discard drains resp's body, if there is a resp.
+func discard(resp *http.Response) {
+	if resp != nil {
+		drain(resp.Body)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/concurrency"
+	"go.uber.org/goleak"
 )
 
 // The Transport's side of the contract: every attempt's permit is released
@@ -286,4 +288,106 @@ func TestTransportPermanentErrorIsNoOverloadSignal(t *testing.T) {
 			t.Errorf("%d permits in flight, want 0", s.InFlight)
 		}
 	})
+}
+
+// A retry that the Transport's own limiter rejects was never sent: it must
+// not spend the retry budget, and the caller gets the answer that called
+// for it (here the server's 503, body and all) rather than a local
+// throttling error about a retry it did not ask for. Real sockets; the
+// bubble ends only when every connection goroutine has, so a body left
+// open fails the test.
+func TestTransportRetryRejectedLocally(t *testing.T) {
+	srv := newScript(t, reply{status: 503, retryAfter: "1"})
+	synctest.Test(t, func(t *testing.T) {
+		// One request earns one retry: Ratio 1, no floor.
+		b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A fresh throttler admits the first attempt (P = 0); its 503
+		// makes P = 1/2, and the draw of 0 rejects the retry.
+		th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0 }})
+		base := bubbleBase()
+		tr, _ := NewTransport(TransportConfig{Base: base, Limiter: th, Retry: RetryPolicy{Budget: b, Random: func() float64 { return 0 }}})
+		resp, err := get(t, tr, t.Context(), srv.srv.URL)
+		if err != nil {
+			t.Errorf("RoundTrip: %v; want the server's 503", err)
+		} else {
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 503 || rerr != nil || string(body) != http.StatusText(503) {
+				t.Errorf("RoundTrip = %d %q (read error %v); want 503 %q", resp.StatusCode, body, rerr, http.StatusText(503))
+			}
+		}
+		if n := len(srv.hits()); n != 1 {
+			t.Errorf("server saw %d attempts, want 1", n)
+		}
+		if s := tr.Stats(); s.Requests != 1 || s.Retries != 0 || s.Rejected != 1 {
+			t.Errorf("stats %+v, want 1 request, no retry, 1 rejected", s)
+		}
+		if !b.TryRetry() {
+			t.Error("the budget's one retry is gone: the retry rejected locally spent it")
+		}
+		if s := th.Stats(); s.InFlight != 0 {
+			t.Errorf("%d permits in flight, want 0", s.InFlight)
+		}
+	})
+}
+
+// The same over pooled keep-alive connections, the way a Transport is
+// used: the 503 returned after its retry was rejected is read in full, its
+// connection goes back to the pool when the caller closes it (the next
+// request reuses it), and nothing is left behind. Outside a bubble: a
+// pooled connection's goroutine waits on its socket. No Retry-After and a
+// jitter of 0, so no time passes.
+func TestTransportRetryRejectedLocallyKeepAlive(t *testing.T) {
+	others := goleak.IgnoreCurrent() // what earlier tests left is theirs to answer for
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "busy, try later")
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0 }})
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	tr, _ := NewTransport(TransportConfig{Base: base, Limiter: th, Retry: RetryPolicy{Budget: b, Random: func() float64 { return 0 }}})
+	resp, err := get(t, tr, t.Context(), srv.URL+"/busy")
+	if err != nil {
+		t.Fatalf("RoundTrip: %v; want the server's 503", err)
+	}
+	body, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || rerr != nil || string(body) != "busy, try later" {
+		t.Fatalf("RoundTrip = %d %q (read error %v); want the 503 and its body", resp.StatusCode, body, rerr)
+	}
+	if s := tr.Stats(); s.Retries != 0 || s.Rejected != 1 || !b.TryRetry() {
+		t.Fatalf("stats %+v; want no retry counted and the budget's retry still there", s)
+	}
+	next, err := (&http.Client{Transport: base}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, next.Body)
+	next.Body.Close()
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections, want 1: the 503's was not given back to the pool", n)
+	}
+	base.CloseIdleConnections()
+	srv.Close()
+	goleak.VerifyNone(t, others)
 }
