@@ -119,8 +119,9 @@ func (b *RetryBudget) tryRetryAt(now int64) bool {
 }
 
 // refundAt takes back a retry that TryRetry counted at time at and that was
-// never sent (the Transport's limiter rejected it): a retry that adds no
-// load must not stop another that would be allowed. A retry counted so long
+// never sent (its caller left during the wait, or the Transport's limiter
+// rejected it): a retry that adds no load must not stop another that would
+// be allowed. A retry counted so long
 // ago that it left the window has expired anyway, and is dropped.
 func (b *RetryBudget) refundAt(at int64) {
 	b.mu.Lock()

@@ -199,7 +199,8 @@ func (r *Retrier) nextCtx(ctx context.Context, attempts int, hint time.Duration)
 	return wait, d, now
 }
 
-// refundAt undoes a Retry decided at time at whose retry was never sent:
+// refundAt undoes a Retry decided at time at whose retry was never sent
+// (the caller left during the wait, or a Transport's limiter rejected it):
 // the budget gets its retry back and Stats stops counting it.
 func (r *Retrier) refundAt(at int64) {
 	r.retries.Add(^uint64(0)) // minus one
@@ -218,7 +219,8 @@ func (r *Retrier) refundAt(at int64) {
 //
 // If ctx ends during a wait, or during an attempt that fails with an error
 // worth retrying, Do returns an error matching both ctx.Err() and fn's last
-// error.
+// error; a retry it was waiting for was never made, and costs the budget
+// nothing.
 func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
 	r.beginAt(clock.Nanos())
 	for attempts := 1; ; attempts++ {
@@ -236,11 +238,12 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 			return fmt.Errorf("%w (last attempt: %w)", cerr, err)
 		}
 		hint, _ := sluice.RetryAfter(err)
-		wait, d, _ := r.nextCtx(ctx, attempts, hint)
+		wait, d, at := r.nextCtx(ctx, attempts, hint)
 		if d != Retry {
 			return err
 		}
 		if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
+			r.refundAt(at) // the caller left before the retry was made
 			return fmt.Errorf("%w (last attempt: %w)", cerr, err)
 		}
 	}

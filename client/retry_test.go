@@ -351,9 +351,16 @@ func TestDo(t *testing.T) {
 	}
 }
 
+// A caller that leaves during the wait ends Do with the context's error
+// and the last one; the retry it was waiting for was never made, so it is
+// given back to the budget and not counted.
 func TestDoCancelledDuringWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, _ := NewRetrier(RetryPolicy{Random: func() float64 { return 0 }})
+		b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := NewRetrier(RetryPolicy{Budget: b, Random: func() float64 { return 0 }})
 		ctx, cancel := context.WithCancel(t.Context())
 		hinted := sluice.Reject(sluice.ReasonRate, 5*time.Second)
 		go func() {
@@ -361,12 +368,18 @@ func TestDoCancelledDuringWait(t *testing.T) {
 			cancel()
 		}()
 		start := time.Now()
-		err := r.Do(ctx, func(context.Context) error { return hinted })
+		err = r.Do(ctx, func(context.Context) error { return hinted })
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, sluice.ErrRate) {
 			t.Fatalf("Do = %v, want both context.Canceled and the last error", err)
 		}
 		if d := time.Since(start); d != time.Second {
 			t.Fatalf("returned after %v, want 1s (when ctx was cancelled)", d)
+		}
+		if s := r.Stats(); s != (RetryStats{Requests: 1}) {
+			t.Errorf("stats %+v, want 1 request and no retry", s)
+		}
+		if !b.TryRetry() {
+			t.Error("the budget's one retry is gone: the retry cancelled in its wait spent it")
 		}
 	})
 }

@@ -180,6 +180,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				if wait, d, at := t.retrier.nextCtx(ctx, attempts, hint); d == Retry {
 					permit.Release(outcome, latency)
 					if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
+						t.retrier.refundAt(at) // the caller left before the retry was sent
 						closeReader(body)
 						discard(resp)
 						return nil, cerr

@@ -280,14 +280,26 @@ func TestTransportStopsAtDeadline(t *testing.T) {
 	})
 }
 
+// A caller that leaves during the backoff gets its context's error; the
+// retry was never sent, so it is given back to the budget and not counted.
 func TestTransportCancelledDuringBackoff(t *testing.T) {
 	srv := newScript(t, reply{status: 503, retryAfter: "5"})
 	synctest.Test(t, func(t *testing.T) {
-		tr, _ := NewTransport(TransportConfig{Base: bubbleBase()})
+		b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, _ := NewTransport(TransportConfig{Base: bubbleBase(), Retry: RetryPolicy{Budget: b}})
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
 		if _, err := get(t, tr, ctx, srv.srv.URL); !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		if s := tr.Stats(); s.Requests != 1 || s.Retries != 0 {
+			t.Errorf("stats %+v, want 1 request and no retry", s)
+		}
+		if !b.TryRetry() {
+			t.Error("the budget's one retry is gone: the retry cancelled in its backoff spent it")
 		}
 	})
 }
