@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,12 +120,43 @@ func TestExecutorCancelStopsQueued(t *testing.T) {
 
 // TestExecutorBoundsGoroutines: a thousand tasks waiting to be submitted
 // cost nothing; only the n running ones have goroutines.
+// bubbleGoroutines counts the goroutines of the caller's synctest bubble,
+// read from the stack dump's headers ("[chan receive (durable), synctest
+// bubble 1]"): runtime.NumGoroutine counts every goroutine of the process,
+// and an earlier test's still ending (an HTTP server's, a transport's)
+// changed it under this test once in 75 runs with -race.
+func bubbleGoroutines(t *testing.T) int {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	self, _, _ := strings.Cut(string(buf), "\n") // the caller's header comes first
+	i := strings.Index(self, "synctest bubble ")
+	if i < 0 {
+		t.Fatalf("not in a synctest bubble: %q", self)
+	}
+	bubble := self[i:] // "synctest bubble N]:"
+	n := 0
+	for line := range strings.SplitSeq(string(buf), "\n") {
+		if strings.HasPrefix(line, "goroutine ") && strings.HasSuffix(line, bubble) {
+			n++
+		}
+	}
+	return n
+}
+
 func TestExecutorBoundsGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 4
 		e, _ := NewExecutor(n)
 		release := make(chan struct{})
-		base := runtime.NumGoroutine()
+		base := bubbleGoroutines(t)
 		done := make(chan struct{})
 		go func() { // the submitter
 			defer close(done)
@@ -133,7 +165,7 @@ func TestExecutorBoundsGoroutines(t *testing.T) {
 			}
 		}()
 		synctest.Wait()
-		if got := runtime.NumGoroutine() - base; got != n+1 {
+		if got := bubbleGoroutines(t) - base; got != n+1 {
 			t.Fatalf("%d goroutines besides the test, want %d running tasks + 1 submitter", got, n)
 		}
 		if s := e.Stats(); s.InFlight != n || s.Started != n {
