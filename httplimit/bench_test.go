@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/keyed"
@@ -79,6 +80,74 @@ func BenchmarkMiddleware(b *testing.B) {
 					c.h.ServeHTTP(w, r)
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkRemaining measures RatePolicy.Remaining, which every admitted
+// response with the RateLimit field calls: BucketRemaining over a Map's
+// rate.Bucket (and over the one bucket, without the lookup), and a
+// keyed.Buckets' Remaining for a stored key and for one the Overflow
+// bucket serves. Each run starts from buckets holding half their burst (10
+// s from full at 10/s), so the reading stays off the full bucket's
+// shortcut.
+func BenchmarkRemaining(b *testing.B) {
+	cfg := rate.Config{Rate: 10, Burst: 200}
+	half := func(b *testing.B, ok bool) {
+		if !ok {
+			b.Fatal("a bucket refused its first tokens")
+		}
+	}
+	perIP := func(b *testing.B) (*keyed.Map[*rate.Bucket], *rate.Bucket) {
+		m := perIPBuckets(b, cfg)
+		mb, err := m.Get("k")
+		if err != nil {
+			b.Fatal(err)
+		}
+		half(b, mb.AllowN(100))
+		return m, mb
+	}
+	lean := func(b *testing.B) *keyed.Buckets {
+		// One key, stored and drained: a second key goes to the overflow.
+		kb, err := keyed.NewBuckets(keyed.BucketsConfig{Bucket: cfg, MaxKeys: 1, IdleTimeout: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range 100 {
+			half(b, kb.AllowAt(time.Now(), "k"))
+		}
+		half(b, kb.Overflow().AllowN(100))
+		return kb
+	}
+	for _, c := range []struct {
+		name string
+		key  string
+		make func(*testing.B) func(string) (int, time.Duration)
+	}{
+		{"source=BucketRemaining/get=Map", "k", func(b *testing.B) func(string) (int, time.Duration) {
+			m, _ := perIP(b)
+			return BucketRemaining(m.Get)
+		}},
+		{"source=BucketRemaining/get=one_bucket", "", func(b *testing.B) func(string) (int, time.Duration) {
+			_, mb := perIP(b)
+			return BucketRemaining(func(string) (*rate.Bucket, error) { return mb, nil })
+		}},
+		{"source=keyed.Buckets/key=stored", "k", func(b *testing.B) func(string) (int, time.Duration) {
+			return lean(b).Remaining
+		}},
+		{"source=keyed.Buckets/key=overflow", "other", func(b *testing.B) func(string) (int, time.Duration) {
+			return lean(b).Remaining
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			remaining := c.make(b)
+			if n, reset := remaining(c.key); n < 100 || n >= 200 || reset <= 0 {
+				b.Fatalf("Remaining = %d, %v; want a bucket half full", n, reset)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				remaining(c.key)
+			}
 		})
 	}
 }
