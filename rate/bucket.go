@@ -425,3 +425,34 @@ func (b *Bucket) tokensNanos(now int64) float64 {
 	}
 	return tk
 }
+
+// Remaining returns what is left of the bucket's quota now, for the IETF
+// RateLimit field (httplimit.BucketRemaining reports it): the whole tokens
+// in the bucket (none while reservations wait for tokens not yet there),
+// and the time until it is full again at its rate, rounded up to the
+// nanosecond: 0 when full or under rate Inf (which has its Burst at once),
+// -1 when it never refills (rate 0).
+func (b *Bucket) Remaining() (remaining int, reset time.Duration) {
+	return b.remainingNanos(clock.Nanos())
+}
+
+// RemainingAt is Remaining at time now. Like TokensAt, it changes nothing.
+func (b *Bucket) RemainingAt(now time.Time) (remaining int, reset time.Duration) {
+	return b.remainingNanos(at(now))
+}
+
+// remainingNanos reads the tokens and the compiled config from one state,
+// so a setter between the two cannot mix them, and compiles nothing: the
+// state's Params are Compile(Rate, Burst) but for the burst of a split
+// bucket's word (Burst−P, lease.go), which counts the same units a token.
+func (b *Bucket) remainingNanos(now int64) (int, time.Duration) {
+	s, w := b.load()
+	tk := s.TokensFar(w, s.base, now)
+	p := s.Params
+	if ls := s.ls.Load(); ls != nil {
+		tk += float64(ls.held())
+		p.Burst = s.burst
+		p.Tau = p.Burst * p.Interval
+	}
+	return p.Remaining(tk)
+}

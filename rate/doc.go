@@ -28,8 +28,10 @@
 //     refunding the token, when a later limiter says no) and plugs into the
 //     middleware.
 //   - NewReader / NewWriter: shape a stream to Rate bytes per second.
-//   - AllowAt, ReserveAt, TokensAt, SetRateAt, SetBurstAt: the same
-//     decisions at an explicit time (always the first argument), for
+//   - Tokens / Remaining: what the bucket holds now; Remaining says it as
+//     the IETF RateLimit field does (whole tokens, time until full).
+//   - AllowAt, ReserveAt, TokensAt, RemainingAt, SetRateAt, SetBurstAt: the
+//     same decisions at an explicit time (always the first argument), for
 //     simulators and tests. An earlier time sees the bucket as it was then:
 //     it can only reject more, never admit more.
 //

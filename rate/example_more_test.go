@@ -50,3 +50,22 @@ func ExampleBucket_SetBurst() {
 	// true
 	// {Rate:50 Burst:10 MaxWait:20ms}
 }
+
+// RemainingAt is what is left of the quota for the IETF RateLimit field
+// (httplimit.BucketRemaining reports Remaining): whole tokens, and the
+// time until the bucket is full again; -1 if it never refills.
+func ExampleBucket_RemainingAt() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 2, Burst: 3})
+	now := time.Unix(1_700_000_000, 0)
+	b.AllowAt(now, 3)
+	fmt.Println(b.RemainingAt(now.Add(750 * time.Millisecond))) // 1.5 tokens back
+	fmt.Println(b.RemainingAt(now.Add(2 * time.Second)))
+
+	never, _ := rate.NewBucket(rate.Config{Rate: 0, Burst: 3})
+	never.AllowAt(now, 1)
+	fmt.Println(never.RemainingAt(now))
+	// Output:
+	// 1 750ms
+	// 3 0s
+	// 2 -1ns
+}
