@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/gcra"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -105,20 +104,17 @@ func setRejectHeaders(h http.Header, retryAfter time.Duration, status int, polic
 // BucketRemaining returns a RatePolicy.Remaining for token buckets: get
 // returns the bucket of a key (pass a *keyed.Map's Get, or a func returning
 // the one global bucket). For a *keyed.Buckets, pass its Remaining method
-// itself. The quota left is the whole tokens in the bucket,
-// and the reset is the time until it is full again, at its rate.
+// itself. The quota left is the bucket's own rate.Bucket.Remaining: the
+// whole tokens in the bucket, and the time until it is full again, at its
+// rate. A key whose bucket get cannot give has none left, and no reset.
 func BucketRemaining(get func(key string) (*rate.Bucket, error)) func(key string) (int, time.Duration) {
 	return func(key string) (int, time.Duration) {
 		b, err := get(key)
 		if err != nil || b == nil {
 			return 0, -1
 		}
-		return bucketRemaining(b.Tokens(), b.Config())
+		return b.Remaining()
 	}
-}
-
-func bucketRemaining(tokens float64, c rate.Config) (int, time.Duration) {
-	return gcra.Remaining(tokens, c.Rate, int64(c.Burst))
 }
 
 // rateLimitField formats a RateLimit field; a negative reset leaves "t"

@@ -195,26 +195,73 @@ func TestRateLimitFields(t *testing.T) {
 	}
 }
 
+// BucketRemaining reads real buckets, each driven into the state of its
+// row in virtual time (so the reading is at the instant the row says), and
+// tokens, checked first, is what the bucket holds then.
 func TestBucketRemaining(t *testing.T) {
+	take := func(n int) func(*testing.T, *rate.Bucket) {
+		return func(t *testing.T, b *rate.Bucket) {
+			if !b.AllowN(n) {
+				t.Fatalf("AllowN(%d) refused", n)
+			}
+		}
+	}
 	tests := []struct {
-		tokens    float64
+		name      string
 		cfg       rate.Config
+		drive     func(*testing.T, *rate.Bucket)
+		tokens    float64
 		wantN     int
 		wantReset time.Duration
 	}{
-		{3, rate.Config{Rate: 1, Burst: 3}, 3, 0},
-		{2, rate.Config{Rate: 1, Burst: 3}, 2, time.Second},
-		{0.5, rate.Config{Rate: 2, Burst: 3}, 0, 1250 * time.Millisecond},
-		{-4, rate.Config{Rate: 1, Burst: 3}, 0, 3 * time.Second}, // reservations waiting: nothing left
-		{1, rate.Config{Rate: 0, Burst: 3}, 1, -1},               // never refills
-		{3, rate.Config{Rate: 0, Burst: 3}, 3, 0},
-		{0, rate.Config{Rate: rate.Inf, Burst: 5}, 5, 0},
-		{0, rate.Config{Rate: 1e-300, Burst: 5}, 0, -1}, // refills after the end of time
+		{"full", rate.Config{Rate: 1, Burst: 3}, nil, 3, 3, 0},
+		{"one taken", rate.Config{Rate: 1, Burst: 3}, take(1), 2, 2, time.Second},
+		{"half a token", rate.Config{Rate: 2, Burst: 3}, func(t *testing.T, b *rate.Bucket) {
+			take(3)(t, b)
+			time.Sleep(250 * time.Millisecond)
+		}, 0.5, 0, 1250 * time.Millisecond},
+		{"empty at 7/s", rate.Config{Rate: 7, Burst: 7}, take(7), 0, 0, time.Second + 1}, // 142,857,143 ns a token
+		// Reservations waiting: nothing left. The reset is counted from
+		// an empty bucket, not from the debt (full again only at 7 s).
+		{"in debt", rate.Config{Rate: 1, Burst: 3}, func(t *testing.T, b *rate.Bucket) {
+			take(3)(t, b)
+			for _, n := range []int{3, 1} {
+				if _, ok := b.Reserve(n, time.Hour); !ok {
+					t.Fatalf("Reserve(%d) refused", n)
+				}
+			}
+		}, -4, 0, 3 * time.Second},
+		{"rate 0, two taken", rate.Config{Rate: 0, Burst: 3}, take(2), 1, 1, -1}, // never refills
+		{"rate 0, full", rate.Config{Rate: 0, Burst: 3}, nil, 3, 3, 0},
+		{"rate 0, empty", rate.Config{Rate: 0, Burst: 3}, take(3), 0, 0, -1},
+		{"rate Inf", rate.Config{Rate: rate.Inf, Burst: 5}, take(5), 5, 5, 0},                     // takes nothing
+		{"refills after the end of time", rate.Config{Rate: 1e-300, Burst: 5}, take(5), 0, 0, -1}, // counted as rate 0
+		{"burst 0", rate.Config{Rate: 1, Burst: 0}, nil, 0, 0, 0},
 	}
 	for _, tt := range tests {
-		n, reset := bucketRemaining(tt.tokens, tt.cfg)
-		if n != tt.wantN || reset != tt.wantReset {
-			t.Errorf("bucketRemaining(%v, %+v) = %d, %v; want %d, %v", tt.tokens, tt.cfg, n, reset, tt.wantN, tt.wantReset)
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := bucket(t, tt.cfg)
+				if tt.drive != nil {
+					tt.drive(t, b)
+				}
+				if tk := b.Tokens(); tk != tt.tokens {
+					t.Fatalf("the bucket holds %v tokens, want %v", tk, tt.tokens)
+				}
+				n, reset := BucketRemaining(func(string) (*rate.Bucket, error) { return b, nil })("k")
+				if n != tt.wantN || reset != tt.wantReset {
+					t.Errorf("%+v: BucketRemaining = %d, %v; want %d, %v", tt.cfg, n, reset, tt.wantN, tt.wantReset)
+				}
+			})
+		})
+	}
+	// A key without a bucket has nothing left, and no reset.
+	for _, get := range []func(string) (*rate.Bucket, error){
+		func(string) (*rate.Bucket, error) { return nil, errors.New("no bucket") },
+		func(string) (*rate.Bucket, error) { return nil, nil },
+	} {
+		if n, reset := BucketRemaining(get)("k"); n != 0 || reset != -1 {
+			t.Errorf("BucketRemaining without a bucket = %d, %v; want 0, -1", n, reset)
 		}
 	}
 }

@@ -455,8 +455,7 @@ func (b *Buckets) RemainingAt(now time.Time, key string) (remaining int, reset t
 func (b *Buckets) remainingAt(now int64, key string) (int, time.Duration) {
 	tk, of := b.tokensNanos(key, now)
 	if of {
-		c := b.overflow.Config()
-		return gcra.Remaining(b.overflow.TokensAt(clock.ToTime(now)), c.Rate, int64(c.Burst))
+		return b.overflow.RemainingAt(clock.ToTime(now))
 	}
 	return b.p.Remaining(tk)
 }

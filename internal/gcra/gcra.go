@@ -322,16 +322,13 @@ func satShl(d int64, k uint8) int64 {
 	return d << k
 }
 
-// Remaining returns what is left of a token bucket's quota for the IETF
-// RateLimit field: Params.Remaining for the bucket Compile makes of rate
-// and burst. A caller that keeps the compiled Params calls that instead.
-func Remaining(tokens, rate float64, burst int64) (remaining int, reset time.Duration) {
-	return Compile(rate, burst).Remaining(tokens)
-}
-
-// Remaining returns the whole tokens in the bucket (none while in debt)
-// and the time until it is full again, rounded up, -1 if never (no refill:
-// Zero mode). A bucket of unlimited rate (Inf) has its burst, at once.
+// Remaining returns what is left of the bucket's quota for the IETF
+// RateLimit field: the whole tokens in it (none while in debt) and the
+// time until it is full again, rounded up, -1 if never (no refill: Zero
+// mode). A bucket of unlimited rate (Inf) has its burst, at once. Callers
+// call it on the Params they keep: compiling the rate and burst again for
+// each reading was most of the RateLimit field's cost (docs/benchmarks.md,
+// "The RateLimit field's reading").
 //
 // The time is that of the compiled bucket, whole units a token: at 7/s a
 // token takes 142,857,143 ns, and a reset of missing/rate (1 s for 7

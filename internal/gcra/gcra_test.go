@@ -500,7 +500,7 @@ func TestRemainingResetIsWhenFull(t *testing.T) {
 		if r == 7 {
 			e = 0 // empty
 		}
-		_, reset := Remaining(p.Tokens(e, 0), r, burst)
+		_, reset := p.Remaining(p.Tokens(e, 0))
 		if reset < 0 {
 			continue
 		}
