@@ -221,8 +221,9 @@ func TestBucketRemaining(t *testing.T) {
 			time.Sleep(250 * time.Millisecond)
 		}, 0.5, 0, 1250 * time.Millisecond},
 		{"empty at 7/s", rate.Config{Rate: 7, Burst: 7}, take(7), 0, 0, time.Second + 1}, // 142,857,143 ns a token
-		// Reservations waiting: nothing left. The reset is counted from
-		// an empty bucket, not from the debt (full again only at 7 s).
+		// Reservations waiting: nothing left, and the bucket is full again
+		// only once they are paid too, at 7 s (it said 3 s, counted from
+		// an empty bucket, and sent clients back too early).
 		{"in debt", rate.Config{Rate: 1, Burst: 3}, func(t *testing.T, b *rate.Bucket) {
 			take(3)(t, b)
 			for _, n := range []int{3, 1} {
@@ -230,7 +231,7 @@ func TestBucketRemaining(t *testing.T) {
 					t.Fatalf("Reserve(%d) refused", n)
 				}
 			}
-		}, -4, 0, 3 * time.Second},
+		}, -4, 0, 7 * time.Second},
 		{"rate 0, two taken", rate.Config{Rate: 0, Burst: 3}, take(2), 1, 1, -1}, // never refills
 		{"rate 0, full", rate.Config{Rate: 0, Burst: 3}, nil, 3, 3, 0},
 		{"rate 0, empty", rate.Config{Rate: 0, Burst: 3}, take(3), 0, 0, -1},

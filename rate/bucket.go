@@ -429,8 +429,8 @@ func (b *Bucket) tokensNanos(now int64) float64 {
 // Remaining returns what is left of the bucket's quota now, for the IETF
 // RateLimit field (httplimit.BucketRemaining reports it): the whole tokens
 // in the bucket (none while reservations wait for tokens not yet there),
-// and the time until it is full again at its rate, rounded up to the
-// nanosecond: 0 when full or under rate Inf (which has its Burst at once),
+// and the time until it is full again at its rate, those reservations
+// paid, rounded up to the nanosecond: 0 when full or under rate Inf (which has its Burst at once),
 // -1 when it never refills (rate 0).
 func (b *Bucket) Remaining() (remaining int, reset time.Duration) {
 	return b.remainingNanos(clock.Nanos())

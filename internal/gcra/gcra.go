@@ -324,7 +324,7 @@ func satShl(d int64, k uint8) int64 {
 
 // Remaining returns what is left of the bucket's quota for the IETF
 // RateLimit field: the whole tokens in it (none while in debt) and the
-// time until it is full again, rounded up, -1 if never (no refill: Zero
+// time until it is full again, a debt paid, rounded up, -1 if never (no refill: Zero
 // mode). A bucket of unlimited rate (Inf) has its burst, at once. Callers
 // call it on the Params they keep: compiling the rate and burst again for
 // each reading was most of the RateLimit field's cost (docs/benchmarks.md,
@@ -337,21 +337,29 @@ func (p Params) Remaining(tokens float64) (remaining int, reset time.Duration) {
 	if p.Mode == Inf {
 		return int(p.Burst), 0
 	}
-	tokens = max(tokens, 0)
+	remaining = int(max(tokens, 0))
+	// In debt (reservations waiting), the tokens that come first are
+	// theirs: full again only once the debt is paid too. Counted from an
+	// empty bucket, the reset sent a client back while the bucket still
+	// owed them (rate 1, burst 3, a debt of 4: 3 s, full at 7 s).
 	missing := float64(p.Burst) - tokens
 	if missing <= 0 {
 		return int(p.Burst), 0
 	}
 	if p.Mode != Rate {
-		return int(tokens), -1 // no refill: the quota never comes back
+		return remaining, -1 // no refill: the quota never comes back
 	}
-	// The units until full are a whole number, Tau+E−now, at most Tau. The
-	// float64 tokens, the difference and the product miss it by at most
-	// 2^-51 of Tau: rounding finds it while Tau < 2^50, and above that a
-	// pad keeps the reset from coming early.
-	units := int64(math.Round(missing * float64(p.Interval)))
-	if p.Tau >= 1<<50 {
-		units += p.Tau >> 49
+	// The units until full are a whole number, Tau+E−now. The float64
+	// tokens, the difference and the product miss it by at most 2^-51 of
+	// it: rounding finds it below 2^50, and above that a pad keeps the
+	// reset from coming early. A debt as long as time saturates.
+	f := missing * float64(p.Interval)
+	if f >= 1<<62 {
+		return remaining, time.Duration(math.MaxInt64)
 	}
-	return int(tokens), time.Duration((units + 1<<p.Shift - 1) >> p.Shift)
+	units := int64(math.Round(f))
+	if big := max(p.Tau, units); big >= 1<<50 {
+		units += big >> 49
+	}
+	return remaining, time.Duration((units + 1<<p.Shift - 1) >> p.Shift)
 }

@@ -480,7 +480,8 @@ func TestTakeOneIsTake(t *testing.T) {
 }
 
 // Remaining's reset is when the bucket the arithmetic keeps is full again,
-// never before: a client that waits it out finds the whole burst. It was
+// never before, a debt included: a client that waits it out finds the
+// whole burst. (In debt it was counted from an empty bucket.) It was
 // worked out from the configured rate, but the bucket refills at whole
 // units a token: at 7/s (142,857,143 ns a token) a burst of 7 is full at
 // 1.000000001 s, and the reset said 1 s.
@@ -497,6 +498,9 @@ func TestRemainingResetIsWhenFull(t *testing.T) {
 			continue
 		}
 		e := -rng.Int64N(p.Tau + 1) // 0 to burst tokens at u = 0
+		if p.Tau < 1<<60 && rng.IntN(2) == 0 {
+			e = rng.Int64N(2*p.Tau + 1) // in debt, up to two bursts
+		}
 		if r == 7 {
 			e = 0 // empty
 		}
@@ -508,7 +512,7 @@ func TestRemainingResetIsWhenFull(t *testing.T) {
 			t.Fatalf("rate %g burst %d: %v tokens at the reset %v", r, burst, tk, reset)
 		}
 		// Not much later either: the float64 tokens are exact to 2^-52.
-		early := int64(reset) - 2 - (p.Tau>>48)>>p.Shift
+		early := int64(reset) - 2 - ((p.Tau+max(e, 0))>>48)>>p.Shift
 		if early > 0 && p.Tokens(e, p.ToUnits(early)) == float64(burst) {
 			t.Fatalf("rate %g burst %d: full at %v, before the reset %v", r, burst, time.Duration(early), reset)
 		}
