@@ -266,6 +266,41 @@ func TestLittleTailDropsAfterACutAreNotProbes(t *testing.T) {
 	}
 }
 
+// tailFeed drives a Little against a service whose clients give up on
+// one request in every dropEvery (its own tail, at any in flight), with
+// demand requests that want to be in flight: those the limit keeps out
+// wait (Sample.Waiting). Samples come at the rate the in flight and the
+// mean latency give.
+type tailFeed struct {
+	l       *Little
+	now     time.Time
+	i       int
+	demand  int
+	latency func(i int) time.Duration // of the i-th sample
+	mean    time.Duration             // of latency
+	giveUp  time.Duration             // a Dropped sample's latency: the clients' deadline
+}
+
+func newTailFeed(t *testing.T, demand int, mean, giveUp time.Duration, latency func(i int) time.Duration) *tailFeed {
+	t.Helper()
+	l, err := NewLittle(LittleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tailFeed{l: l, now: epoch, demand: demand, latency: latency, mean: mean, giveUp: giveUp}
+}
+
+func (f *tailFeed) feed(dropEvery int) {
+	f.i++
+	n := min(f.demand, f.l.Limit())
+	s := Sample{Latency: f.latency(f.i), InFlight: n, Waiting: f.demand - n, Outcome: sluice.Success}
+	if f.i%dropEvery == 0 {
+		s = Sample{Latency: f.giveUp, InFlight: n, Outcome: sluice.Dropped}
+	}
+	f.now = f.now.Add(f.mean / time.Duration(n))
+	f.l.Observe(f.now, s)
+}
+
 // A large service's tail does not end its probes: after a window of drops
 // cut the limit from the 150 in flight demand brought, a service of 200
 // workers whose clients give up on one request in 100 (its own tail, at
@@ -273,34 +308,21 @@ func TestLittleTailDropsAfterACutAreNotProbes(t *testing.T) {
 // probe's requests ended it, each probe at 150 met one within a few
 // windows, and the limit stayed at 150 or below for good.
 func TestLittleTailDropsDoNotEndALargeProbe(t *testing.T) {
-	l, err := NewLittle(LittleConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now, i := epoch, 0
-	feed := func(dropEvery int) {
-		i++
-		n := min(150, l.Limit())
-		s := Sample{Latency: 100 * time.Millisecond, InFlight: n, Outcome: sluice.Success}
-		if i%dropEvery == 0 {
-			s = Sample{Latency: 400 * time.Millisecond, InFlight: n, Outcome: sluice.Dropped}
-		}
-		now = now.Add(100 * time.Millisecond / time.Duration(n))
-		l.Observe(now, s)
-	}
-	for end := now.Add(time.Minute); now.Before(end); {
+	f := newTailFeed(t, 150, 100*time.Millisecond, 400*time.Millisecond, func(int) time.Duration { return 100 * time.Millisecond })
+	l, feed := f.l, f.feed
+	for end := f.now.Add(time.Minute); f.now.Before(end); {
 		feed(1 << 30)
 	}
 	if l.Limit() <= 150 {
 		t.Fatalf("limit %d after a minute below the workers, want it grown past the 150 in demand; the test no longer tells what it should", l.Limit())
 	}
-	for end := now.Add(time.Minute); l.ceiling == 0 && now.Before(end); {
+	for end := f.now.Add(time.Minute); l.ceiling == 0 && f.now.Before(end); {
 		feed(3) // a third dropped: a window of them cuts the limit
 	}
 	if l.Limit() >= 150 || l.ceiling == 0 {
 		t.Fatalf("limit %d, ceiling %.1f after the drops, want a cut; the test no longer tells what it should", l.Limit(), l.ceiling)
 	}
-	for end := now.Add(5 * time.Minute); now.Before(end); {
+	for end := f.now.Add(5 * time.Minute); f.now.Before(end); {
 		feed(100)
 	}
 	if got := l.Limit(); got <= 150 {
@@ -317,39 +339,22 @@ func TestLittleTailDropsDoNotEndALargeProbe(t *testing.T) {
 // flight, the limit grows without that test, from windows of 8, and the
 // drops it lost at there set no ceiling.
 func TestLittleComesBackFromTailDrops(t *testing.T) {
-	l, err := NewLittle(LittleConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now, i := epoch, 0
-	feed := func(dropEvery int) {
-		i++
-		n := min(10, l.Limit())
-		latency := time.Duration(700+300*(i%3)) * time.Millisecond
-		s := Sample{Latency: latency, InFlight: n, Outcome: sluice.Success}
-		if n < 10 {
-			s.Waiting = 10 - n
-		}
-		if i%dropEvery == 0 {
-			s = Sample{Latency: 2500 * time.Millisecond, InFlight: n, Outcome: sluice.Dropped}
-		}
-		now = now.Add(time.Second / time.Duration(n))
-		l.Observe(now, s)
-	}
-	for end := now.Add(2 * time.Minute); now.Before(end); {
+	f := newTailFeed(t, 10, time.Second, 2500*time.Millisecond, func(i int) time.Duration { return time.Duration(700+300*(i%3)) * time.Millisecond })
+	l, feed := f.l, f.feed
+	for end := f.now.Add(2 * time.Minute); f.now.Before(end); {
 		feed(1 << 30) // 10 in flight under the initial 20: noLoad and knownAt
 	}
-	for end := now.Add(5 * time.Minute); l.Limit() > 2 && now.Before(end); {
+	for end := f.now.Add(5 * time.Minute); l.Limit() > 2 && f.now.Before(end); {
 		feed(2) // half dropped, the service's own tail
 	}
 	if l.Limit() > 2 {
 		t.Fatalf("limit %d after 5 minutes of half dropped, want 2 or less; the test no longer tells what it should", l.Limit())
 	}
-	start := now
-	for end := now.Add(10 * time.Minute); l.Limit() < 5 && now.Before(end); {
+	start := f.now
+	for end := f.now.Add(10 * time.Minute); l.Limit() < 5 && f.now.Before(end); {
 		feed(1 << 30)
 	}
-	took := now.Sub(start)
+	took := f.now.Sub(start)
 	t.Logf("back to 5 in %v", took)
 	if took > time.Minute {
 		t.Errorf("back to 5 (knownAt/2) in %v after the drops stopped, want within a minute", took)
