@@ -315,8 +315,8 @@ func TestTransportRetryRejectedLocally(t *testing.T) {
 		} else {
 			body, rerr := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != 503 || rerr != nil || string(body) != http.StatusText(503) {
-				t.Errorf("RoundTrip = %d %q (read error %v); want 503 %q", resp.StatusCode, body, rerr, http.StatusText(503))
+			if resp.StatusCode != http.StatusServiceUnavailable || rerr != nil || string(body) != http.StatusText(http.StatusServiceUnavailable) {
+				t.Errorf("RoundTrip = %d %q (read error %v); want 503 %q", resp.StatusCode, body, rerr, http.StatusText(http.StatusServiceUnavailable))
 			}
 		}
 		if n := len(srv.hits()); n != 1 {
