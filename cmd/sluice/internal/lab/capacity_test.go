@@ -227,37 +227,35 @@ func rawServer(t *testing.T, serve func(net.Conn)) string {
 	return "http://" + ln.Addr().String() + "/"
 }
 
-// TestStepMeasureNoAnswer: a service that accepts connections and never
-// answers is told apart from one nothing listens on, and within the
-// client's timeout (twice the SLO's latency here: 200 ms), not the 30 s
-// the probe waited before calling it unreachable. The test's own context
-// ends after 10 s, so the old wait failed it with "deadline exceeded".
+// A service that listens but does not answer is told apart from one
+// nothing listens on (ErrNoAnswer, not load.ErrUnreachable):
+//   - one that accepts connections and never answers, within the client's
+//     timeout (twice the SLO's latency here: 200 ms), not the 30 s the
+//     probe waited before calling it unreachable (the test's own context
+//     ends after 10 s, so the old wait failed it with "deadline exceeded");
+//   - one that takes each connection and closes it at once: it accepts
+//     connections but ended them without an answer. (Depending on when
+//     the close arrives, net/http says EOF, a reset, or "server closed
+//     idle connection".)
 func TestStepMeasureNoAnswer(t *testing.T) {
-	url := rawServer(t, func(net.Conn) {}) // reads nothing, writes nothing
-	slo, _ := ParseSLO("p95<=100ms,success>=99%")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := StepMeasure(url, slo, 200*time.Millisecond, 0, nil)(ctx, 10)
-	if !errors.Is(err, ErrNoAnswer) || errors.Is(err, load.ErrUnreachable) ||
-		!strings.Contains(err.Error(), "no answer within 200ms") {
-		t.Errorf("err = %v, want ErrNoAnswer, no answer within 200ms", err)
-	}
-}
-
-// TestStepMeasureClosed: a service that takes each connection and closes
-// it at once listens, so it is not unreachable: the probe says it
-// accepts connections but ended them without an answer. (Depending on
-// when the close arrives, net/http says EOF, a reset, or "server closed
-// idle connection".)
-func TestStepMeasureClosed(t *testing.T) {
-	url := rawServer(t, func(c net.Conn) { c.Close() })
-	slo, _ := ParseSLO("p95<=100ms,success>=99%")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := StepMeasure(url, slo, 200*time.Millisecond, 0, nil)(ctx, 10)
-	if !errors.Is(err, ErrNoAnswer) || errors.Is(err, load.ErrUnreachable) ||
-		!strings.Contains(err.Error(), "the connection ended without an answer") {
-		t.Errorf("err = %v, want ErrNoAnswer, the connection ended without an answer", err)
+	for _, c := range []struct {
+		name   string
+		handle func(net.Conn)
+		want   string
+	}{
+		{"silent", func(net.Conn) {}, "no answer within 200ms"}, // reads nothing, writes nothing
+		{"closed", func(c net.Conn) { c.Close() }, "the connection ended without an answer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url := rawServer(t, c.handle)
+			slo, _ := ParseSLO("p95<=100ms,success>=99%")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := StepMeasure(url, slo, 200*time.Millisecond, 0, nil)(ctx, 10)
+			if !errors.Is(err, ErrNoAnswer) || errors.Is(err, load.ErrUnreachable) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want ErrNoAnswer, %s", err, c.want)
+			}
+		})
 	}
 }
 
@@ -343,16 +341,11 @@ func TestCapacityGoesOnAfterReset(t *testing.T) {
 		c.Close()
 		resets.Add(1)
 	})
-	ln, err := Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: shed, ReadHeaderTimeout: time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() { org.Close(); _ = srv.Close() }()
+	defer org.Close()
+	url := serveLoopback(t, shed)
 
 	slo, _ := ParseSLO("p95<=100ms,success>=98%")
-	inner := StepMeasure("http://"+ln.Addr().String()+"/", slo, time.Second, 200*time.Millisecond, nil)
+	inner := StepMeasure(url, slo, time.Second, 200*time.Millisecond, nil)
 	var busyAtDrain []float64 // the rates whose drain began with the front resetting
 	measure := func(ctx context.Context, rate float64) (Step, error) {
 		if tripped() {

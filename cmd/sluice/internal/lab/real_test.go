@@ -116,22 +116,31 @@ func runCommand(t *testing.T, args ...string) Result {
 // capacity (2 workers x 10 ms = 200 rps, unbounded queue) finds it within
 // 5%. Past capacity the queue grows through each step and the successes'
 // p50 with it: 2% over capacity adds ~3 requests of queue a second.
+// serveLoopback serves h on a loopback port of the lab's listener until
+// the test ends, and returns its URL.
+func serveLoopback(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/"
+}
+
 func TestCapacityFindsOrigin(t *testing.T) {
 	org, err := origin.New(origin.Config{Origin: sim.Origin{Workers: 2, Queue: -1,
 		Service: sim.Dist{Kind: sim.Constant, Mean: 10 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: org, ReadHeaderTimeout: time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() { org.Close(); _ = srv.Close() }()
+	defer org.Close()
+	url := serveLoopback(t, org)
 
 	slo, _ := ParseSLO("p95<=100ms,success>=98%")
-	measure := StepMeasure("http://"+ln.Addr().String()+"/", slo, 2*time.Second, 500*time.Millisecond, nil)
+	measure := StepMeasure(url, slo, 2*time.Second, 500*time.Millisecond, nil)
 	steps, best, err := Search{Start: 50, Max: 1000, Precision: 0.03}.Find(context.Background(), slo, measure)
 	for _, s := range steps {
 		t.Logf("%7.1f rps: sent %d, ok %d, p95 %.1f ms, p50 %.1f ms, sustainable %v, behind %v", s.RateRPS, s.Sent, s.Successes, s.QuantileMs, s.P50Ms, s.Sustainable, s.Behind)
