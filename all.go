@@ -98,37 +98,29 @@ func (m *multi) add(p Permit) {
 
 func (m *multi) Release(_ uint64, o Outcome, latency time.Duration) {
 	defer m.a.inFlight.Add(-1)
-	release(m.parts(), o, latency)
+	finish(m.parts(), false, o, latency)
 }
 
-// release releases ps from the last to the first. A part whose Release
-// panics (any Limiter may be a part) does not keep the earlier parts'
-// permits: a server that recovers the panic would lose those slots and
-// tokens for good. The rest are released while the panic unwinds, and it
-// goes on after them unchanged. (No func value: one would make the permits
-// escape, and a rejection allocate.)
-func release(ps []Permit, o Outcome, latency time.Duration) {
+// finish releases ps (or cancels them, with cancel) from the last to the
+// first. A part whose Release or Cancel panics (any Limiter may be a
+// part) does not keep the earlier parts' permits: a server that recovers
+// the panic would lose those slots and tokens for good. The rest are given
+// back while the panic unwinds, and it goes on after them unchanged. (No
+// func value: one would make the permits escape, and a rejection
+// allocate.)
+func finish(ps []Permit, cancel bool, o Outcome, latency time.Duration) {
 	i := len(ps) - 1
 	defer func() {
 		if i >= 0 {
-			release(ps[:i], o, latency) // ps[i] panicked
+			finish(ps[:i], cancel, o, latency) // ps[i] panicked
 		}
 	}()
 	for ; i >= 0; i-- {
-		ps[i].Release(o, latency)
-	}
-}
-
-// cancel is release for Cancel.
-func cancel(ps []Permit) {
-	i := len(ps) - 1
-	defer func() {
-		if i >= 0 {
-			cancel(ps[:i]) // ps[i] panicked
+		if cancel {
+			ps[i].Cancel()
+		} else {
+			ps[i].Release(o, latency)
 		}
-	}()
-	for ; i >= 0; i-- {
-		ps[i].Cancel()
 	}
 }
 
@@ -184,9 +176,7 @@ func (m *multi) Cancel(uint64) {
 }
 
 // cancelParts gives back the permits granted so far, in reverse order.
-func (m *multi) cancelParts() {
-	cancel(m.parts())
-}
+func (m *multi) cancelParts() { finish(m.parts(), true, 0, 0) }
 
 // Stats reports the composition's own counters: admissions of the whole,
 // rejections by the reason the rejecting part gave (a reason this version

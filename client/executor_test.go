@@ -118,8 +118,6 @@ func TestExecutorCancelStopsQueued(t *testing.T) {
 	})
 }
 
-// TestExecutorBoundsGoroutines: a thousand tasks waiting to be submitted
-// cost nothing; only the n running ones have goroutines.
 // bubbleGoroutines counts the goroutines of the caller's synctest bubble,
 // read from the stack dump's headers ("[chan receive (durable), synctest
 // bubble 1]"): runtime.NumGoroutine counts every goroutine of the process,
@@ -151,6 +149,8 @@ func bubbleGoroutines(t *testing.T) int {
 	return n
 }
 
+// TestExecutorBoundsGoroutines: a thousand tasks waiting to be submitted
+// cost nothing; only the n running ones have goroutines.
 func TestExecutorBoundsGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 4

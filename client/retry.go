@@ -199,6 +199,16 @@ func (r *Retrier) nextCtx(ctx context.Context, attempts int, hint time.Duration)
 	return wait, d, now
 }
 
+// wait sleeps a retry's backoff, decided at time at; if ctx ends first,
+// the retry is never made, and the budget gets it back.
+func (r *Retrier) wait(ctx context.Context, d time.Duration, at int64) error {
+	err := waitrule.Sleep(ctx, d)
+	if err != nil {
+		r.refundAt(at)
+	}
+	return err
+}
+
 // refundAt undoes a Retry decided at time at whose retry was never sent
 // (the caller left during the wait, or a Transport's limiter rejected it):
 // the budget gets its retry back and Stats stops counting it.
@@ -242,8 +252,7 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		if d != Retry {
 			return err
 		}
-		if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
-			r.refundAt(at) // the caller left before the retry was made
+		if cerr := r.wait(ctx, wait, at); cerr != nil {
 			return fmt.Errorf("%w (last attempt: %w)", cerr, err)
 		}
 	}

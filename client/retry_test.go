@@ -356,10 +356,7 @@ func TestDo(t *testing.T) {
 // given back to the budget and not counted.
 func TestDoCancelledDuringWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := oneRetryBudget(t)
 		r, _ := NewRetrier(RetryPolicy{Budget: b, Random: func() float64 { return 0 }})
 		ctx, cancel := context.WithCancel(t.Context())
 		hinted := sluice.Reject(sluice.ReasonRate, 5*time.Second)
@@ -368,7 +365,7 @@ func TestDoCancelledDuringWait(t *testing.T) {
 			cancel()
 		}()
 		start := time.Now()
-		err = r.Do(ctx, func(context.Context) error { return hinted })
+		err := r.Do(ctx, func(context.Context) error { return hinted })
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, sluice.ErrRate) {
 			t.Fatalf("Do = %v, want both context.Canceled and the last error", err)
 		}
@@ -389,10 +386,7 @@ func TestDoCancelledDuringWait(t *testing.T) {
 // (shared with other requests) or counting it. The retry was decided,
 // charged and counted, then the wait returned at once.
 func TestDoCancelledAttemptIsNotCharged(t *testing.T) {
-	b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := oneRetryBudget(t)
 	r, _ := NewRetrier(RetryPolicy{Budget: b})
 	boom := errors.New("backend said no")
 	for range 5 {
@@ -465,4 +459,16 @@ func TestDoPermanentHTTPErrors(t *testing.T) {
 			})
 		})
 	}
+}
+
+// oneRetryBudget allows a retry per request over an hour, with no floor:
+// after one request and its retry, TryRetry says whether the retry was
+// charged.
+func oneRetryBudget(t *testing.T) *RetryBudget {
+	t.Helper()
+	b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clock"
-	"github.com/sluicehq/sluice/internal/waitrule"
 )
 
 // TransportConfig configures a Transport.
@@ -179,8 +178,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 				if wait, d, at := t.retrier.nextCtx(ctx, attempts, hint); d == Retry {
 					permit.Release(outcome, latency)
-					if cerr := waitrule.Sleep(ctx, wait); cerr != nil {
-						t.retrier.refundAt(at) // the caller left before the retry was sent
+					if cerr := t.retrier.wait(ctx, wait, at); cerr != nil {
 						closeReader(body)
 						discard(resp)
 						return nil, cerr

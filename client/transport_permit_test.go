@@ -300,10 +300,7 @@ func TestTransportRetryRejectedLocally(t *testing.T) {
 	srv := newScript(t, reply{status: 503, retryAfter: "1"})
 	synctest.Test(t, func(t *testing.T) {
 		// One request earns one retry: Ratio 1, no floor.
-		b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := oneRetryBudget(t)
 		// A fresh throttler admits the first attempt (P = 0); its 503
 		// makes P = 1/2, and the draw of 0 rejects the retry.
 		th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0 }})
@@ -358,10 +355,7 @@ func TestTransportRetryRejectedLocallyKeepAlive(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := oneRetryBudget(t)
 	th, _ := NewThrottler(ThrottlerConfig{Random: func() float64 { return 0 }})
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()

@@ -285,10 +285,7 @@ func TestTransportStopsAtDeadline(t *testing.T) {
 func TestTransportCancelledDuringBackoff(t *testing.T) {
 	srv := newScript(t, reply{status: 503, retryAfter: "5"})
 	synctest.Test(t, func(t *testing.T) {
-		b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := oneRetryBudget(t)
 		tr, _ := NewTransport(TransportConfig{Base: bubbleBase(), Retry: RetryPolicy{Budget: b}})
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
@@ -322,10 +319,7 @@ func (l *leaves) RoundTrip(r *http.Request) (*http.Response, error) {
 // budget or counted, and its permit is released. The retry was decided,
 // charged and counted, then the wait returned the context's error.
 func TestTransportCancelledAttemptIsNotCharged(t *testing.T) {
-	b, err := NewRetryBudget(RetryBudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := oneRetryBudget(t)
 	lim, err := concurrency.New(concurrency.Config{Limit: 1})
 	if err != nil {
 		t.Fatal(err)

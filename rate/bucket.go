@@ -418,20 +418,33 @@ func (b *Bucket) TokensAt(now time.Time) float64 { return b.tokensNanos(at(now))
 // word fits relative to the new base (a read once moved it 72 h ahead of a
 // 1e9/s bucket and left it an hour in debt).
 func (b *Bucket) tokensNanos(now int64) float64 {
+	tk, _ := b.read(now)
+	return tk
+}
+
+// read returns the whole bucket's tokens at now and its compiled config,
+// from one state, so a setter between the two cannot mix them. The
+// state's Params are Compile(Rate, Burst) but for the burst of a split
+// bucket's word (Burst−P, lease.go), which counts the same units a token:
+// with the stripes' tokens added back, the whole bucket has its Burst.
+func (b *Bucket) read(now int64) (float64, gcra.Params) {
 	s, w := b.load()
 	tk := s.TokensFar(w, s.base, now)
+	p := s.Params
 	if ls := s.ls.Load(); ls != nil {
 		tk += float64(ls.held())
+		p.Burst = s.burst
+		p.Tau = p.Burst * p.Interval
 	}
-	return tk
+	return tk, p
 }
 
 // Remaining returns what is left of the bucket's quota now, for the IETF
 // RateLimit field (httplimit.BucketRemaining reports it): the whole tokens
 // in the bucket (none while reservations wait for tokens not yet there),
 // and the time until it is full again at its rate, those reservations
-// paid, rounded up to the nanosecond: 0 when full or under rate Inf (which has its Burst at once),
-// -1 when it never refills (rate 0).
+// paid, rounded up to the nanosecond: 0 when full or under rate Inf (which
+// has its Burst at once), -1 when it never refills (rate 0).
 func (b *Bucket) Remaining() (remaining int, reset time.Duration) {
 	return b.remainingNanos(clock.Nanos())
 }
@@ -441,18 +454,8 @@ func (b *Bucket) RemainingAt(now time.Time) (remaining int, reset time.Duration)
 	return b.remainingNanos(at(now))
 }
 
-// remainingNanos reads the tokens and the compiled config from one state,
-// so a setter between the two cannot mix them, and compiles nothing: the
-// state's Params are Compile(Rate, Burst) but for the burst of a split
-// bucket's word (Burst−P, lease.go), which counts the same units a token.
+// remainingNanos compiles nothing: read gives the state's own Params.
 func (b *Bucket) remainingNanos(now int64) (int, time.Duration) {
-	s, w := b.load()
-	tk := s.TokensFar(w, s.base, now)
-	p := s.Params
-	if ls := s.ls.Load(); ls != nil {
-		tk += float64(ls.held())
-		p.Burst = s.burst
-		p.Tau = p.Burst * p.Interval
-	}
+	tk, p := b.read(now)
 	return p.Remaining(tk)
 }
