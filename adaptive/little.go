@@ -425,7 +425,7 @@ func (l *Little) close(now time.Time) {
 		// window reaches 10, and a cut from it to 8 lost one request a
 		// service time until the next window.
 		from := l.limit
-		if w.unused(l.limit) {
+		if w.unused(l.limit) && w.drops > 0 {
 			from = w.dropsAt / w.drops
 		}
 		if l.ceiling > 0 && math.Abs(from-l.ceiling) < 1 {
@@ -433,9 +433,13 @@ func (l *Little) close(now time.Time) {
 		} else {
 			l.lost = 0
 		}
-		l.ceiling = from
 		l.limit = l.bounds.clamp(from * max(min(l.backoff, 2*ok), 0.5))
-		l.cutTo = int(l.limit)
+		l.ceiling, l.cutTo = from, int(l.limit)
+		if from <= l.knownAt/2 {
+			// Not a ceiling: what started there did not queue, and its
+			// drops were the service's own tail.
+			l.ceiling, l.cutTo, l.lost = 0, 0, 0
+		}
 		return
 	}
 	if w.lat.n == 0 {
@@ -540,9 +544,7 @@ func (l *Little) close(now time.Time) {
 		// queue. checkCut puts it back if the service only slowed.
 		l.cutKnownAt = l.knownAt
 		l.knownAt = min(l.knownAt, 2*inFlight/(1+q))
-	case f > 1 && l.ceiling > l.knownAt/2 && l.limit*f > l.ceiling-1:
-		// (A ceiling at knownAt/2 or below is not one: what started
-		// there did not queue, and its drops were the service's tail.)
+	case f > 1 && l.ceiling > 0 && l.limit*f > l.ceiling-1:
 		// Near the limit that last lost requests, grow by an eighth of a
 		// request per window, a quarter of that for each loss in a row
 		// there: a small service (a few workers, a deadline close to its

@@ -359,6 +359,9 @@ func TestLittleComesBackFromTailDrops(t *testing.T) {
 	if took > time.Minute {
 		t.Errorf("back to 5 (knownAt/2) in %v after the drops stopped, want within a minute", took)
 	}
+	if l.ceiling != 0 {
+		t.Errorf("ceiling %.2f after drops at 2 in flight, want none: they did not queue", l.ceiling)
+	}
 }
 
 // Seed 003 in the small, started below the workers: a limit of 5 on a
