@@ -204,13 +204,16 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 				return err // stopped (Ctrl-C), not unreachable
 			}
 			if *quiet != 0 && ctx.Err() == nil {
-				// Answered before: still busy or recovering. Probe again.
+				// Answered before: still busy or recovering. Probe again,
+				// unless the minute ends during the wait: then this probe's
+				// failure is what to report (a probe on the ended context
+				// would fail before connecting, and read "unreachable").
 				select {
 				case <-ctx.Done():
 				case <-time.After(backoff):
+					backoff = min(2*backoff, time.Second)
+					continue
 				}
-				backoff = min(2*backoff, time.Second)
-				continue
 			}
 			if answers > 0 {
 				return nil // still busy after a minute: measure anyway
