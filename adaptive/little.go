@@ -203,26 +203,24 @@ type Little struct {
 	cutSkip         bool
 	// ceiling is where Dropped samples last cut the limit from (the
 	// limit, or for an unused one the drops' mean in flight), 0 once the
-	// limit grew past it; cutTo is the whole requests that cut left, 0
-	// with it.
-	ceiling float64
-	cutTo   int
+	// limit grew past it; probeAbove is the in flight above which a
+	// request was admitted by a probe (see probing), set with it.
+	ceiling    float64
+	probeAbove float64
 	// lost counts the drop cuts in a row at the same ceiling after the
 	// first (0 after one): each quarters the growth near it (see
 	// littleProbeSlow).
 	lost int
 
-	// constant reports that one of the last littleConstantMemory windows
-	// of littleFew successes or more had a standard deviation within 5%
-	// of its mean (sinceTight: 1 if the last such window was, 2 if the
-	// one before, and so on, at most littleConstantMemory + 1; 0 if none
-	// was): a window of such a service may close with fewer. Not only the
-	// last, because a change of a constant service mixes two latencies in
-	// the window that holds it, and in the next one when a cut leaves
-	// requests queued at the service; without it the window after them
-	// would wait 16 mean latencies (seed 003's slowdown: 29 s).
-	constant   bool
-	sinceTight int
+	// tightLeft counts down the windows of littleFew successes or more
+	// since the last whose standard deviation was within 5% of its mean,
+	// from littleConstantMemory: while above 0 the service is constant,
+	// and a window may close with fewer. Not only the last, because a
+	// change of a constant service mixes two latencies in the window that
+	// holds it, and in the next one when a cut leaves requests queued at
+	// the service; without it the window after them would wait 16 mean
+	// latencies (seed 003's slowdown: 29 s).
+	tightLeft int
 
 	win     littleWindow
 	known   stat // successes at <= knownAt/2 in flight, pooled
@@ -311,16 +309,14 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 		length = time.Duration(w.lat.mean())
 	}
 	if w.lat.n >= littleFew {
-		c := w.lat.tight()
 		switch {
-		case c:
-			l.sinceTight = 1
-		case l.sinceTight > 0:
-			l.sinceTight = min(l.sinceTight+1, littleConstantMemory+1)
+		case w.lat.tight():
+			l.tightLeft = littleConstantMemory
+		case l.tightLeft > 0:
+			l.tightLeft--
 		}
-		l.constant = l.sinceTight > 0 && l.sinceTight <= littleConstantMemory
 	}
-	*w = littleWindow{start: now, length: length, constant: l.constant}
+	*w = littleWindow{start: now, length: length, constant: l.tightLeft > 0}
 	return int(l.limit)
 }
 
@@ -330,8 +326,7 @@ func (l *Little) Observe(now time.Time, s Sample) int {
 // what that drop cut left (a cut of 0.9 leaves a limit below 10 within one
 // of the ceiling, and such a limit's every request would count).
 func (l *Little) probing(inFlight int) bool {
-	c := float64(inFlight)
-	return l.ceiling > 0 && l.limit > l.ceiling-1 && c > max(l.ceiling-1, float64(l.cutTo))
+	return l.ceiling > 0 && l.limit > l.ceiling-1 && float64(inFlight) > l.probeAbove
 }
 
 // held reports whether the open window, once the last one grew the limit
@@ -434,11 +429,11 @@ func (l *Little) close(now time.Time) {
 			l.lost = 0
 		}
 		l.limit = l.bounds.clamp(from * max(min(l.backoff, 2*ok), 0.5))
-		l.ceiling, l.cutTo = from, int(l.limit)
+		l.ceiling, l.probeAbove = from, max(from-1, math.Floor(l.limit))
 		if from <= l.knownAt/2 {
 			// Not a ceiling: what started there did not queue, and its
 			// drops were the service's own tail.
-			l.ceiling, l.cutTo, l.lost = 0, 0, 0
+			l.ceiling, l.lost = 0, 0
 		}
 		return
 	}
@@ -552,7 +547,7 @@ func (l *Little) close(now time.Time) {
 		// there fast would lose them often.
 		f = min(f, max((l.ceiling-1)/l.limit, 1+1/(8*math.Ldexp(l.limit, 2*l.lost))))
 		if l.limit*f > l.ceiling+1 {
-			l.ceiling, l.cutTo = 0, 0 // past it without a cut: the service grew
+			l.ceiling = 0 // past it without a cut: the service grew
 		}
 	}
 	l.limit = l.bounds.clamp(l.limit * f)

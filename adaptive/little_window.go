@@ -12,7 +12,7 @@ type littleWindow struct {
 	littleBlock
 	known       stat // successes that started at <= knownAt/2 in flight
 	maxInFlight int
-	constant    bool // see Little.constant
+	constant    bool // see Little.tightLeft
 	// probeOK and probeDrops count the samples of requests a probe
 	// admitted (see Little.probing).
 	probeOK, probeDrops float64
@@ -45,7 +45,7 @@ func (b *littleBlock) add(r, c float64, waited bool) {
 // closes with littleFew after 16 mean latencies, or with littleFew/2 after
 // 2 if their mean is within 2% and one of the last littleConstantMemory
 // windows of littleFew or more had a standard deviation within 5% of its
-// mean (a constant service; see Little.constant).
+// mean (a constant service; see Little.tightLeft).
 // The first estimate takes 4 × littleEvidence successes by the same rule,
 // the evidence that raises knownAt 2 ×.
 const (
@@ -83,7 +83,7 @@ const (
 	// window down to a 128th.
 	littleProbeSlow = 2
 	// littleConstantMemory is how many windows of littleFew or more a
-	// constant service's last tight one counts for (see Little.constant).
+	// constant service's last tight one counts for (see Little.tightLeft).
 	littleConstantMemory = 3
 	// littleWaited is the share of a window's successes that must have
 	// been released with requests waiting for a permit.
