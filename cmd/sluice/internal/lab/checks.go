@@ -31,29 +31,27 @@ func sides(x *ExperimentResult) []side {
 
 // window averages a series field over the points that end in (from, to].
 func window(p *report.Policy, from, to float64, f func(report.Point) float64) float64 {
-	var sum float64
-	n := 0
-	for _, pt := range p.Series {
-		if pt.TS > from+1e-9 && pt.TS <= to+1e-9 {
-			sum += f(pt)
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
+	return windowOf(p, from, to, func(pt report.Point) (float64, bool) { return f(pt), true })
 }
 
 // p50Window averages the intervals' success p50 over the points that end
 // in (from, to] and had successes: an interval without one has a p50 of
 // 0, not a figure, and throughput counts rejections and late answers.
 func p50Window(p *report.Policy, from, to float64) float64 {
+	return windowOf(p, from, to, func(pt report.Point) (float64, bool) { return pt.P50Ms, pt.P50Ms > 0 })
+}
+
+// windowOf averages f over the points that end in (from, to] for which it
+// reports a value.
+func windowOf(p *report.Policy, from, to float64, f func(report.Point) (float64, bool)) float64 {
 	var sum float64
 	n := 0
 	for _, pt := range p.Series {
-		if pt.TS > from+1e-9 && pt.TS <= to+1e-9 && pt.P50Ms > 0 {
-			sum += pt.P50Ms
+		if pt.TS <= from+1e-9 || pt.TS > to+1e-9 {
+			continue
+		}
+		if v, ok := f(pt); ok {
+			sum += v
 			n++
 		}
 	}
