@@ -14,8 +14,13 @@
 //			return rate.NewBucket(rate.Config{Rate: 10, Burst: 20})
 //		},
 //	})
-//	inFlight, _ := concurrency.New(concurrency.Config{Algorithm: little, MaxQueue: 50, Discipline: concurrency.LIFO})
-//	h, err := httplimit.New(mux, httplimit.Config{PerKey: perIP, Limiter: inFlight, NoWait: true})
+//	little, _ := adaptive.NewLittle(adaptive.LittleConfig{}) // the recommended adaptive limit
+//	inFlight, _ := concurrency.New(concurrency.Config{
+//		Algorithm: little, Discipline: concurrency.LIFO, MaxQueue: 50, MaxWaitServices: 4,
+//	})
+//	h, err := httplimit.New(mux, httplimit.Config{PerKey: perIP, Limiter: inFlight})
+//
+// (Example_recommended runs the global half of it.)
 //
 // # Waiting
 //

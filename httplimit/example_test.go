@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/keyed"
@@ -362,4 +363,40 @@ func ExampleHandler_Stats() {
 	// Output:
 	// requests: 2 admitted: 1 dropped: 1
 	// rejected: 1 for limit 1
+}
+
+// The recommended setup for a service: the adaptive Little limit behind a
+// short LIFO queue whose wait is bounded to four mean service times. The
+// limit learns the service's concurrency from the requests it serves; a
+// request the service has no room for is answered 503 within those four
+// service times, with Retry-After.
+func Example_recommended() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
+
+	little, err := adaptive.NewLittle(adaptive.LittleConfig{})
+	if err != nil {
+		panic(err)
+	}
+	inFlight, err := concurrency.New(concurrency.Config{
+		Algorithm:       little,
+		Discipline:      concurrency.LIFO,
+		MaxQueue:        50,
+		MaxWaitServices: 4,
+	})
+	if err != nil {
+		panic(err)
+	}
+	h, err := httplimit.New(mux, httplimit.Config{Limiter: inFlight})
+	if err != nil {
+		panic(err)
+	}
+
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	fmt.Print(w.Code, " ", w.Body.String())
+	fmt.Println("limit before the first estimate:", inFlight.Stats().Limit)
+	// Output:
+	// 200 hello
+	// limit before the first estimate: 20
 }
