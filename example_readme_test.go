@@ -75,3 +75,35 @@ func TestReadmeExampleIsThisFile(t *testing.T) {
 		t.Errorf("README's short example is not example_readme_test.go's Example, handle and work:\n%s", block)
 	}
 }
+
+// The README's recommended setup is httplimit's Example_recommended: each
+// line of the README's block ("..." aside) is a line of that example, so
+// the README cannot drift from code that compiles and runs.
+func TestReadmeRecommendedIsTheExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("httplimit/example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "(httplimit's `Example_recommended` runs it):\n\n```go\n")
+	if ok {
+		block, _, ok = strings.Cut(block, "```\n")
+	}
+	_, example, found := strings.Cut(string(src), "\nfunc Example_recommended() {")
+	if !ok || !found {
+		t.Fatalf("README's recommended block (%v) or httplimit's Example_recommended (%v) not found", ok, found)
+	}
+	example, _, _ = strings.Cut(example, "\n}\n")
+	lines := map[string]bool{}
+	for _, l := range strings.Split(example, "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		if l = strings.TrimSpace(l); l != "..." && !lines[l] {
+			t.Errorf("README's recommended line %q is not in httplimit's Example_recommended", l)
+		}
+	}
+}

@@ -32,8 +32,17 @@
 // in flight the service's own concurrency plus Headroom (15%, Little's
 // law) and learns the no-load latency from live traffic, so what it admits
 // runs close to no-load speed and the service stays at capacity. Bound the
-// queue's wait to a few service times (concurrency.Config.MaxWaitServices)
-// so that a rejection is fast.
+// queue's wait to a few service times so that a rejection is fast. The
+// setup examples/server and the lab's tour use, and docs/proxy.md
+// recommends for the proxy, is
+//
+//	little, err := adaptive.NewLittle(adaptive.LittleConfig{})
+//	...
+//	l, err := concurrency.New(concurrency.Config{
+//		Algorithm: little, Discipline: concurrency.LIFO, MaxQueue: 50, MaxWaitServices: 4,
+//	})
+//
+// (httplimit's Example_recommended puts it in front of a handler).
 //
 //   - [Gradient2] when the limit must never cost throughput and a queue
 //     of about half the service's latency is acceptable: it lets latency

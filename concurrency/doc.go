@@ -46,8 +46,9 @@
 // # Adaptive limits
 //
 // With Config.Algorithm set (package adaptive: Little, recommended with a
-// short LIFO queue whose wait MaxWaitServices bounds; Gradient2, AIMD,
-// Vegas),
+// short LIFO queue whose wait MaxWaitServices bounds, as in
+// Config{Algorithm: little, Discipline: LIFO, MaxQueue: 50,
+// MaxWaitServices: 4}; Gradient2, AIMD, Vegas),
 // every permit released with Success or Dropped feeds the algorithm a sample
 // and its answer becomes the limit.
 package concurrency
