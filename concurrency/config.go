@@ -146,9 +146,13 @@ func (c Config) withDefaults() (Config, error) {
 	// The limit checked below is the Algorithm's when the caller left
 	// Config.Limit 0; the error then names where it came from.
 	limitField, limitNote := "Config.Limit", ""
-	if c.Limit == 0 && c.Algorithm != nil {
+	switch {
+	case c.Limit == 0 && c.Algorithm != nil:
 		c.Limit = c.Algorithm.Limit()
 		limitField, limitNote = "Config.Algorithm.Limit()", " (the initial limit, as Config.Limit is 0)"
+	case c.Limit == 0:
+		// The likeliest reason is an adaptive limit meant and not set.
+		limitNote = ", or set Config.Algorithm for an adaptive limit"
 	}
 	if c.CoDelTarget == 0 {
 		c.CoDelTarget = defaultCoDelTarget

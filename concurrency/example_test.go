@@ -39,7 +39,7 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// sluice/concurrency: Config.Limit = 0: must be 1 to 16777215
+	// sluice/concurrency: Config.Limit = 0: must be 1 to 16777215, or set Config.Algorithm for an adaptive limit
 }
 
 func ExampleLimiter_TryAcquire() {
