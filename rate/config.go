@@ -143,6 +143,38 @@ func (b *Bucket) SetBurstAt(now time.Time, n int) error {
 	return b.reconfigure(at(now), false, func(c *Config) { c.Burst = n })
 }
 
+// SetLimits changes the rate and the burst together, in one step: no
+// admission sees one of them new and the other old, and the pair is
+// checked as a whole, as NewBucket checks a Config. (SetRate and SetBurst
+// each check the new value against the other field as it stands, so going
+// from one valid pair to another with them needs the right order, and a
+// failure between them leaves the bucket half changed.) The tokens and
+// any debt carry over as with SetRate, tokens above the new burst are lost
+// as with SetBurst, and waiting callers keep their wake-up times. On an
+// error, which names the field (Config.Rate is checked first), nothing
+// changes.
+func (b *Bucket) SetLimits(r float64, burst int) error {
+	if err := validLimits(r, burst); err != nil {
+		return err
+	}
+	return b.reconfigure(0, true, func(c *Config) { c.Rate, c.Burst = r, burst })
+}
+
+// SetLimitsAt is SetLimits at time now; see SetRateAt about now.
+func (b *Bucket) SetLimitsAt(now time.Time, r float64, burst int) error {
+	if err := validLimits(r, burst); err != nil {
+		return err
+	}
+	return b.reconfigure(at(now), false, func(c *Config) { c.Rate, c.Burst = r, burst })
+}
+
+func validLimits(r float64, burst int) error {
+	if err := validRate(r); err != nil {
+		return err
+	}
+	return validBurst(burst) // the pair is checked by reconfigure, with ValidFill
+}
+
 // SetMaxWait changes Config.MaxWait for later waits.
 func (b *Bucket) SetMaxWait(d time.Duration) error {
 	if err := validMaxWait(d); err != nil {
@@ -165,7 +197,7 @@ func (b *Bucket) reconfigure(now int64, live bool, edit func(*Config)) error {
 	cfg := Config{Rate: old.rate, Burst: int(old.burst), MaxWait: old.maxWait}
 	edit(&cfg)
 	if err := ValidFill(cfg.Rate, cfg.Burst); err != nil {
-		return err // with the other field as it is: nothing changes
+		return err // nothing changes
 	}
 	s := &state{params: compile(cfg), base: now}
 	var parked int64 // tokens the old state's stripes held (lease.go)

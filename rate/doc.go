@@ -30,14 +30,15 @@
 //   - NewReader / NewWriter: shape a stream to Rate bytes per second.
 //   - Tokens / Remaining: what the bucket holds now; Remaining says it as
 //     the IETF RateLimit field does (whole tokens, time until full).
-//   - AllowAt, ReserveAt, TokensAt, RemainingAt, SetRateAt, SetBurstAt: the
-//     same decisions at an explicit time (always the first argument), for
-//     simulators and tests. An earlier time sees the bucket as it was then:
-//     it can only reject more, never admit more.
+//   - AllowAt, ReserveAt, TokensAt, RemainingAt, SetRateAt, SetBurstAt,
+//     SetLimitsAt: the same decisions at an explicit time (always the first
+//     argument), for simulators and tests. An earlier time sees the bucket
+//     as it was then: it can only reject more, never admit more.
 //
-// Limits change at run time with SetRate, SetBurst and SetMaxWait, safely
-// under concurrent use: the tokens in the bucket (and the debt of waiting
-// reservations) carry over and refill at the new rate from then on.
+// Limits change at run time with SetRate, SetBurst, SetLimits (rate and
+// burst in one step) and SetMaxWait, safely under concurrent use: the
+// tokens in the bucket (and the debt of waiting reservations) carry over
+// and refill at the new rate from then on.
 // Reservations already made keep their delays.
 //
 // # Edge cases

@@ -51,6 +51,22 @@ func ExampleBucket_SetBurst() {
 	// {Rate:50 Burst:10 MaxWait:20ms}
 }
 
+// SetLimits changes the rate and the burst in one step, checked as a pair:
+// here a deep bucket becomes a slow, shallow one, where SetRate first is
+// refused (at the old burst, 1e6, a rate of 1e-6 takes 3e4 years to fill).
+func ExampleBucket_SetLimits() {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 1_000_000})
+	fmt.Println(b.SetRate(0.000001) != nil) // checked against the burst as it stands
+	fmt.Println(b.SetLimits(0.000001, 1))
+	fmt.Println(b.SetLimits(-1, 5) != nil) // invalid: the bucket is unchanged
+	fmt.Printf("%+v %.0f\n", b.Config(), b.Tokens())
+	// Output:
+	// true
+	// <nil>
+	// true
+	// {Rate:1e-06 Burst:1 MaxWait:0s} 1
+}
+
 // RemainingAt is what is left of the quota for the IETF RateLimit field
 // (httplimit.BucketRemaining reports Remaining): whole tokens, and the
 // time until the bucket is full again; -1 if it never refills.

@@ -242,56 +242,38 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) {
 // errPartlyApplied is in apply's error when a change could not be undone.
 var errPartlyApplied = errors.New("the change is partly applied")
 
-// apply makes the change ch, which checkChange accepted, all or nothing:
-// when a setter fails, those that succeeded are undone (but for the tokens
-// a lower burst dropped, which no setter gives back), and the failing
-// field is returned with the error.
-//
-// The bucket checks a new rate against its burst as it stands, and a new
-// burst against its rate, so both fields are set in the order whose
-// intermediate pair is valid: a lower rate after the burst (the new burst
-// at the old, higher rate fills sooner than at the new one), a higher rate
-// before it (the old burst fills sooner at the new rate). Both ends being
-// valid, so is the pair between, and so is every step of the undo, which
-// goes back the same way. The concurrency limit, which checkChange bounds
-// as its setter does, comes last, so that a bucket the change could not
-// make leaves it as it was.
+// apply makes the change ch, which checkChange accepted, all or nothing,
+// and returns the failing field with the error. The token bucket's rate
+// and burst change in one SetLimits, which checks them as a pair: no
+// request sees one new and the other old, and no order of two setters has
+// to keep the pair between them valid. The concurrency limit, which
+// checkChange bounds as its setter does, comes last; should it fail all
+// the same, the bucket is put back (but for the tokens a lower burst
+// dropped, which no setter gives back).
 func (p *policy) apply(ch limitChange) (field string, err error) {
-	type step struct {
-		field    string
-		do, undo func() error
-	}
-	var steps []step
+	var undo func() error
 	if ch.Rate != nil || ch.Burst != nil {
 		old := p.bucket.Config()
-		var rateStep, burstStep []step
-		if ch.Rate != nil {
-			r := *ch.Rate
-			rateStep = []step{{"rate", func() error { return p.bucket.SetRate(r) }, func() error { return p.bucket.SetRate(old.Rate) }}}
-		}
+		r, b, f := old.Rate, old.Burst, "burst" // the field checkChange names for the pair
 		if ch.Burst != nil {
-			b := *ch.Burst
-			burstStep = []step{{"burst", func() error { return p.bucket.SetBurst(b) }, func() error { return p.bucket.SetBurst(old.Burst) }}}
+			b = *ch.Burst
 		}
-		if ch.Rate != nil && *ch.Rate < old.Rate {
-			steps = append(burstStep, rateStep...)
-		} else {
-			steps = append(rateStep, burstStep...)
+		if ch.Rate != nil {
+			r, f = *ch.Rate, "rate"
 		}
+		if err := p.bucket.SetLimits(r, b); err != nil {
+			return f, err
+		}
+		undo = func() error { return p.bucket.SetLimits(old.Rate, old.Burst) }
 	}
 	if ch.Limit != nil {
-		n := *ch.Limit
-		// Last: nothing after it can fail, so it is never undone.
-		steps = append(steps, step{"limit", func() error { return p.conc.SetLimit(n) }, nil})
-	}
-	for i, st := range steps {
-		if err := st.do(); err != nil {
-			for j := i - 1; j >= 0; j-- {
-				if uerr := steps[j].undo(); uerr != nil {
-					err = errors.Join(err, fmt.Errorf("%w: %s could not be put back: %w", errPartlyApplied, steps[j].field, uerr))
+		if err := p.conc.SetLimit(*ch.Limit); err != nil {
+			if undo != nil {
+				if uerr := undo(); uerr != nil {
+					err = errors.Join(err, fmt.Errorf("%w: rate and burst could not be put back: %w", errPartlyApplied, uerr))
 				}
 			}
-			return st.field, err
+			return "limit", err
 		}
 	}
 	return "", nil

@@ -7,12 +7,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/rate"
 )
 
 const adminConfig = `
@@ -273,9 +277,9 @@ policies:
 }
 
 // A PUT that changes the rate and the burst together applies both or
-// neither: the bucket checks each setter against the other field as it
-// stands, so cutting the rate of a deep bucket while shrinking it must
-// shrink it first, and raising both must raise the rate first.
+// neither, whichever of the two alone the bucket would refuse against the
+// other field as it stands: cutting the rate of a deep bucket while
+// shrinking it, and raising both back.
 func TestAdminPutRateAndBurstTogether(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	p := start(t, `
@@ -297,10 +301,10 @@ policies:
 		limit  float64
 		policy string // RateLimit-Policy after it
 	}{
-		// At the old burst, 1e6, the new rate would take 3e4 years to
-		// fill the bucket: the burst goes first.
+		// At the old burst, 1e6, the new rate alone would take 3e4
+		// years to fill the bucket.
 		{`{"rate": 0.000001, "burst": 1, "limit": 3}`, 200, 0.000001, 1, 3, `"q";q=1;w=1000000`},
-		// At the old rate the new burst would: the rate goes first.
+		// At the old rate the new burst alone would.
 		{`{"rate": 1, "burst": 1000000, "limit": 5}`, 200, 1, 1000000, 5, `"q";q=1000000;w=1000000`},
 		// Refused whole: the limit is not changed either.
 		{`{"rate": 0.000001, "limit": 2}`, 400, 1, 1000000, 5, `"q";q=1000000;w=1000000`},
@@ -315,5 +319,54 @@ policies:
 		if got := resp.Header.Get("RateLimit-Policy"); got != tc.policy {
 			t.Errorf("PUT %s: RateLimit-Policy %q, want %q", tc.body, got, tc.policy)
 		}
+	}
+}
+
+// A PUT of the rate and the burst changes both in one step: a request at
+// any moment sees the bucket as it was or as it is asked to be, never the
+// new rate with the old burst. (Set one after the other, the two fields
+// left a window, between the setters, where the bucket was (20, 20): a
+// bucket no one had configured.)
+func TestAdminPutRateAndBurstIsOneStep(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	p := start(t, `
+reload: {poll: 0s}
+routes:
+  - {name: r, upstream: UPSTREAM, policy: q}
+policies:
+  - name: q
+    rate: {rate: 10, burst: 20}
+`, up)
+	pol := p.s.cur.Load().policies["q"]
+	admin := p.s.adminHandler()
+	var stop atomic.Bool
+	var seen atomic.Pointer[rate.Config]
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() && seen.Load() == nil {
+			pol.bucket.Allow()
+			if c := pol.bucket.Config(); c != (rate.Config{Rate: 10, Burst: 20}) && c != (rate.Config{Rate: 20, Burst: 10}) {
+				seen.Store(&c)
+			}
+		}
+	})
+	for i := range 5000 {
+		body := `{"rate": 20, "burst": 10}`
+		if i%2 == 1 {
+			body = `{"rate": 10, "burst": 20}`
+		}
+		rec := httptest.NewRecorder()
+		admin.ServeHTTP(rec, httptest.NewRequest("PUT", "/limits/q", strings.NewReader(body)))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("PUT %s: %d %s", body, rec.Code, rec.Body)
+		}
+		if seen.Load() != nil {
+			break
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if c := seen.Load(); c != nil {
+		t.Errorf("a request saw the bucket at rate %v burst %d, half of a change", c.Rate, c.Burst)
 	}
 }
