@@ -153,6 +153,20 @@ type RatePolicy struct {
 	Remaining func(key string) (remaining int, reset time.Duration)
 }
 
+// ValidPolicyName reports whether name can be a RatePolicy.Name: printable
+// ASCII (spaces included) without quotes or backslashes. The name goes
+// into the RateLimit fields as a quoted sf-string, which holds printable
+// ASCII; the two characters that would need escaping are refused, to keep
+// it simple. "" is valid: RatePolicy.Name's default then applies.
+func ValidPolicyName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // compile validates p and returns the RateLimit-Policy field value and
 // the quoted name.
 func (p *RatePolicy) compile() (policy, name string, err error) {
@@ -160,12 +174,8 @@ func (p *RatePolicy) compile() (policy, name string, err error) {
 	if n == "" {
 		n = "default"
 	}
-	for i := 0; i < len(n); i++ {
-		// An sf-string holds printable ASCII; keep it simple and refuse
-		// the two characters that would need escaping.
-		if c := n[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return "", "", configErr("Config.Policy.Name", strconv.Quote(p.Name), "must be printable ASCII without quotes or backslashes")
-		}
+	if !ValidPolicyName(n) {
+		return "", "", configErr("Config.Policy.Name", strconv.Quote(p.Name), "must be printable ASCII without quotes or backslashes")
 	}
 	if p.Quota <= 0 {
 		return "", "", configErr("Config.Policy.Quota", p.Quota, "must be > 0")

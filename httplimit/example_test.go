@@ -129,6 +129,19 @@ func ExampleNewClientIP() {
 	// sluice/httplimit: IPConfig.TrustedProxies[0] = "10.0.0.0/40": must be a CIDR prefix or an IP address
 }
 
+// ValidPolicyName checks a RatePolicy.Name before New does, for a caller
+// that takes names from elsewhere (a config file) and reports them there.
+func ExampleValidPolicyName() {
+	for _, name := range []string{"api-v2", "per client", `a"b`, "café"} {
+		fmt.Printf("%q %v\n", name, httplimit.ValidPolicyName(name))
+	}
+	// Output:
+	// "api-v2" true
+	// "per client" true
+	// "a\"b" false
+	// "café" false
+}
+
 func ExampleRetryAfterSeconds() {
 	for _, d := range []time.Duration{1200 * time.Millisecond, 100 * time.Microsecond, 3 * time.Second, 0} {
 		fmt.Println(d, "->", httplimit.RetryAfterSeconds(d))

@@ -498,3 +498,19 @@ func TestWaitEndsAtMaxWait(t *testing.T) {
 		}
 	})
 }
+
+// ValidPolicyName is the rule New applies to RatePolicy.Name, byte for
+// byte, so a caller that checks names up front refuses what New would.
+func TestValidPolicyNameIsNewsRule(t *testing.T) {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+	for c := range 256 {
+		name := "a" + string(byte(c)) + "b"
+		_, err := New(okHandler, Config{Limiter: b, Policy: &RatePolicy{Name: name, Quota: 1, Window: time.Second}})
+		if valid := ValidPolicyName(name); valid != (err == nil) {
+			t.Errorf("ValidPolicyName(%q) = %v, New: %v", name, valid, err)
+		}
+	}
+	if !ValidPolicyName("") {
+		t.Error(`ValidPolicyName("") = false: RatePolicy.Name's default applies`)
+	}
+}

@@ -277,15 +277,13 @@ func (p *Policy) adaptive() *AdaptiveSpec {
 
 // checkPolicyName refuses a policy name that a route naming the policy
 // could not be built with, so that the error is at the name and not at
-// every routes[].policy: the name is a path segment in the admin API
-// (PUT /limits/NAME) and a quoted string in the RateLimit-Policy field,
-// which holds printable ASCII without quotes or backslashes (httplimit
-// refuses anything else).
+// every routes[].policy: the name is a quoted string in the
+// RateLimit-Policy field (httplimit.ValidPolicyName has the rule) and a
+// path segment in the admin API (PUT /limits/NAME), for which spaces and
+// slashes are refused as well.
 func checkPolicyName(n string) error {
-	for i := 0; i < len(n); i++ {
-		if c := n[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' || c == '/' {
-			return fmt.Errorf("%q: printable ASCII without spaces, slashes, quotes or backslashes (it is a path in the admin API and a quoted name in the RateLimit-Policy field)", n)
-		}
+	if !httplimit.ValidPolicyName(n) || strings.ContainsAny(n, " /") {
+		return fmt.Errorf("%q: printable ASCII without spaces, slashes, quotes or backslashes (it is a path in the admin API and a quoted name in the RateLimit-Policy field)", n)
 	}
 	return nil
 }

@@ -2,10 +2,14 @@ package proxy
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/rate"
 )
 
 // checkText parses and checks a config, as `sluice proxy -check` does.
@@ -69,6 +73,22 @@ func TestReloadPollBounded(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, yamlfile.ErrInvalid) {
 			t.Errorf("poll %s: %v, want %q", tc.poll, err, tc.want)
+		}
+	}
+}
+
+// checkPolicyName takes httplimit's rule for the RateLimit-Policy name and
+// refuses spaces and slashes besides (a path segment in the admin API):
+// every name it passes builds a route's handler, and it refuses no other
+// name httplimit takes.
+func TestPolicyNameIsHttplimitsRule(t *testing.T) {
+	b, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
+	for c := range 256 {
+		name := "a" + string(byte(c)) + "b"
+		_, herr := httplimit.New(http.NotFoundHandler(), httplimit.Config{Limiter: b, Policy: &httplimit.RatePolicy{Name: name, Quota: 1, Window: time.Second}})
+		want := herr == nil && c != ' ' && c != '/'
+		if err := checkPolicyName(name); (err == nil) != want {
+			t.Errorf("checkPolicyName(%q) = %v; httplimit.New: %v", name, err, herr)
 		}
 	}
 }
