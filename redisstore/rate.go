@@ -375,24 +375,14 @@ func (b *Buckets) buildLocal() (*keyed.Map[*rate.Bucket], error) {
 }
 
 // fit sets bk to the local share of the replicas live now, keeping its
-// tokens (capped at the new burst): a new bucket would start full. The
-// burst shrinks first, so that no step takes longer than MaxFill to fill.
+// tokens (capped at the new burst): a new bucket would start full. Rate
+// and burst change in one step, so no request sees half the change.
 func (b *Buckets) fit(bk *rate.Bucket) error {
 	want, c := b.localShare(b.replicas()), bk.Config()
-	if want.Burst < c.Burst {
-		if err := bk.SetBurst(want.Burst); err != nil {
-			return err
-		}
+	if want.Rate == c.Rate && want.Burst == c.Burst {
+		return nil
 	}
-	if want.Rate != c.Rate {
-		if err := bk.SetRate(want.Rate); err != nil {
-			return err
-		}
-	}
-	if want.Burst > c.Burst {
-		return bk.SetBurst(want.Burst)
-	}
-	return nil
+	return bk.SetLimits(want.Rate, want.Burst)
 }
 
 // Stats returns the decisions over every key; Limit is the rate.
