@@ -237,7 +237,11 @@ func TestBucketRemaining(t *testing.T) {
 		{"rate 0, empty", rate.Config{Rate: 0, Burst: 3}, take(3), 0, 0, -1},
 		{"rate Inf", rate.Config{Rate: rate.Inf, Burst: 5}, take(5), 5, 5, 0},                     // takes nothing
 		{"refills after the end of time", rate.Config{Rate: 1e-300, Burst: 5}, take(5), 0, 0, -1}, // counted as rate 0
-		{"burst 0", rate.Config{Rate: 1, Burst: 0}, nil, 0, 0, 0},
+		{"closed: burst 0", rate.Config{Rate: 1, Burst: 1}, func(t *testing.T, b *rate.Bucket) {
+			if err := b.SetBurst(0); err != nil {
+				t.Fatal(err)
+			}
+		}, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -87,7 +87,11 @@ func NewBuckets(cfg BucketsConfig) (*Buckets, error) {
 	case c.MaxWait < 0:
 		return nil, invalid("BucketsConfig.Bucket.MaxWait", c.MaxWait, "must be >= 0")
 	}
-	if err := rate.ValidFill(c.Rate, c.Burst); err != nil {
+	err := rate.ValidOpen(c.Rate, c.Burst)
+	if err == nil {
+		err = rate.ValidFill(c.Rate, c.Burst)
+	}
+	if err != nil {
 		var ce *sluice.ConfigError
 		if errors.As(err, &ce) {
 			return nil, invalid("BucketsConfig.Bucket.Burst", c.Burst, ce.Allowed)

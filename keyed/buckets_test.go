@@ -35,6 +35,7 @@ func TestBucketsConfigErrors(t *testing.T) {
 		{"negative burst", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: -1}}, "Bucket.Burst"},
 		{"negative MaxWait", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1, MaxWait: -1}}, "MaxWait"},
 		{"burst too long to fill", keyed.BucketsConfig{Bucket: rate.Config{Rate: 10, Burst: 2e10}}, "BucketsConfig.Bucket.Burst"},
+		{"burst left out", keyed.BucketsConfig{Bucket: rate.Config{Rate: 10}}, "BucketsConfig.Bucket.Burst"},
 		{"negative MaxKeys", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, MaxKeys: -1}, "MaxKeys"},
 		{"negative IdleTimeout", keyed.BucketsConfig{Bucket: rate.Config{Rate: 1, Burst: 1}, IdleTimeout: -1}, "IdleTimeout"},
 	} {

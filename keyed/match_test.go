@@ -44,7 +44,7 @@ func TestBucketsMatchRateBucket(t *testing.T) {
 // then moves, which the jumps of hours here exercise).
 func TestBucketsMatchRateBucketWholeRange(t *testing.T) {
 	for _, cfg := range []rate.Config{
-		{Rate: 0, Burst: 3}, {Rate: rate.Inf, Burst: 0}, {Rate: math.Inf(1), Burst: 2}, {Rate: 5, Burst: 0},
+		{Rate: 0, Burst: 3}, {Rate: rate.Inf, Burst: 0}, {Rate: math.Inf(1), Burst: 2}, {Rate: 0, Burst: 0},
 		{Rate: 1e-10, Burst: 10}, {Rate: 1e9, Burst: 3}, {Rate: 2.5e9, Burst: 4}, {Rate: 1e12, Burst: 50},
 		{Rate: 1e18, Burst: 1 << 40},
 	} {

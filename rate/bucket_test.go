@@ -17,9 +17,19 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const year = 365 * 24 * time.Hour
 
+// mustBucket makes a bucket of cfg. Burst 0 at a positive rate, which
+// NewBucket refuses as a Burst left out, is reached as a caller reaches
+// it: a bucket of burst 1 whose SetBurst(0) closes it.
 func mustBucket(t testing.TB, cfg Config) *Bucket {
 	t.Helper()
+	closed := ValidOpen(cfg.Rate, cfg.Burst) != nil
+	if closed {
+		cfg.Burst = 1
+	}
 	b, err := NewBucket(cfg)
+	if err == nil && closed {
+		err = b.SetBurst(0)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +49,18 @@ func TestNewBucketErrors(t *testing.T) {
 		// Tokens back at 10/s, but 63 years to fill: it could not count
 		// its refill, and would never have refilled.
 		{Config{Rate: 10, Burst: 2e10}, "Config.Burst"},
+		// A Burst left out: refills, yet refuses every request for ever.
+		{Config{Rate: 100}, "Config.Burst"},
 	}
 	for _, tt := range tests {
 		_, err := NewBucket(tt.cfg)
 		if !errors.Is(err, sluice.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("NewBucket(%+v) = %v, want an sluice.ErrInvalidConfig naming %s", tt.cfg, err, tt.field)
+		}
+	}
+	for _, cfg := range []Config{{}, {Rate: Inf}, {Rate: 0, Burst: 0, MaxWait: time.Second}} {
+		if _, err := NewBucket(cfg); err != nil {
+			t.Errorf("NewBucket(%+v) = %v, want a bucket: closed (Rate 0) or unlimited (Inf) needs no burst", cfg, err)
 		}
 	}
 	b := mustBucket(t, Config{Rate: 1, Burst: 1})

@@ -20,7 +20,9 @@ type Config struct {
 	Rate float64
 	// Burst is the bucket's capacity: the most tokens available at once and
 	// the most a single request may take. A full bucket admits Burst events
-	// at once. 0 admits nothing unless Rate is Inf. Must not be negative,
+	// at once. 0 admits nothing unless Rate is Inf; NewBucket refuses 0
+	// at a rate between (a Burst left out, see ValidOpen), and SetBurst(0)
+	// closes a live bucket. Must not be negative,
 	// nor take longer than MaxFill (36 years) to fill at Rate, nor be more
 	// than the bucket can count at Rate (never above 2^60, about 1.15e18),
 	// unless Rate is 0 or slower than a token per MaxFill (see ValidFill).
@@ -38,6 +40,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := validBurst(c.Burst); err != nil {
+		return err
+	}
+	if err := ValidOpen(c.Rate, c.Burst); err != nil {
 		return err
 	}
 	if err := ValidFill(c.Rate, c.Burst); err != nil {
@@ -87,6 +92,19 @@ func validMaxWait(d time.Duration) error {
 func validRate(r float64) error {
 	if math.IsNaN(r) || r < 0 {
 		return sluice.NewConfigError("rate", "Config.Rate", r, "must be >= 0 (+Inf for no limit)")
+	}
+	return nil
+}
+
+// ValidOpen returns a *sluice.ConfigError on Config.Burst for a new
+// bucket that refills but can never hold a token: Burst 0 at a rate above
+// 0 and below Inf, almost always a Burst left out (Config{Rate: 100}), which
+// would refuse every request, for ever, as too large. A closed bucket is
+// Config{} (or SetBurst(0) on a live one); NewBucket refuses the rest.
+func ValidOpen(rate float64, burst int) error {
+	if burst == 0 && rate > 0 && rate < math.MaxFloat64 { // Inf is MaxFloat64
+		return sluice.NewConfigError("rate", "Config.Burst", burst, fmt.Sprintf(
+			"must be >= 1 at Rate %v/s: a bucket of burst 0 holds no token and refuses every request (for a closed bucket, Rate 0)", rate))
 	}
 	return nil
 }

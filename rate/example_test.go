@@ -159,7 +159,7 @@ func ExampleNewReaderContext() {
 // limiter rejects.
 func ExampleBucket_Acquire() {
 	perClient, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 1})
-	closed, _ := rate.NewBucket(rate.Config{Rate: 1, Burst: 0}) // admits nothing
+	closed, _ := rate.NewBucket(rate.Config{}) // the zero Config admits nothing
 	_, err := sluice.All(perClient, closed).Acquire(context.Background())
 	fmt.Println(sluice.ReasonOf(err), perClient.Tokens() == 1)
 
