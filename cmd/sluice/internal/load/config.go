@@ -159,6 +159,10 @@ func (c Config) validate() (Config, error) {
 	switch {
 	case c.URL == "":
 		return bad("url", nil, "is required")
+	case !strings.Contains(c.URL, "://"):
+		// 127.0.0.1:8080 parses as a scheme and an opaque part, or not at
+		// all ("first path segment in URL cannot contain colon").
+		return bad("url", c.URL, "must be an http:// or https:// URL, like http://"+c.URL)
 	case err != nil:
 		return bad("url", c.URL, "not a URL: "+err.Error())
 	case u.Scheme != "http" && u.Scheme != "https":

@@ -183,6 +183,16 @@ func TestRunInterrupted(t *testing.T) {
 	}
 }
 
+// A URL without its scheme, as a host:port is often written, says what to
+// write instead of the parser's "first path segment cannot contain colon".
+func TestConfigURLWithoutScheme(t *testing.T) {
+	c := Config{URL: "127.0.0.1:8080", Load: sim.Load{Rate: 1}, Duration: time.Second}
+	_, err := c.validate()
+	if want := "like http://127.0.0.1:8080"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("validate(%q) = %v, want an error saying %q", c.URL, err, want)
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	ok := Config{URL: "http://127.0.0.1:1/", Load: sim.Load{Rate: 1}, Duration: time.Second}
 	for _, tc := range []struct {

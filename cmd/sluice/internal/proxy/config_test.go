@@ -53,6 +53,7 @@ func TestBadConfigNamesFileLineField(t *testing.T) {
 		{"unknown key", "listen: 127.0.0.1:8080\nlistne: x\n", "f.yaml:2: listne: unknown key"},
 		{"syntax", "routes: [\n", "f.yaml:1: YAML syntax"},
 		{"upstream", strings.Replace(goodConfig, "upstream: http://127.0.0.1:9000\n    policy", "upstream: \"http://[::1\"\n    policy", 1), "f.yaml:7: routes[0].upstream"},
+		{"upstream without a scheme", strings.Replace(goodConfig, "http://127.0.0.1:9000\n    policy", "127.0.0.1:9000\n    policy", 1), `f.yaml:7: routes[0].upstream: "127.0.0.1:9000": want an http:// or https:// URL, like http://127.0.0.1:9000`},
 		{"upstream scheme", strings.Replace(goodConfig, "http://127.0.0.1:9000\npolicies", "ftp://x\npolicies", 1), "f.yaml:10: routes[1].upstream"},
 		{"duplicate route", strings.Replace(goodConfig, "name: rest", "name: api", 1), "f.yaml:9: routes[1].name: \"api\" already names routes[0]"},
 		{"cidr", strings.Replace(goodConfig, "192.0.2.1", "192.0.2.300/8", 1), "f.yaml:3: client_ip.trusted_proxies[1]"},

@@ -128,6 +128,10 @@ func (c *Config) validateRoute(r *Route, at string, policies map[string]int) err
 	switch {
 	case r.Upstream == "":
 		return c.errAt(at+".upstream", "required (e.g. http://127.0.0.1:9000)")
+	case !strings.Contains(r.Upstream, "://"):
+		// 127.0.0.1:9000 parses as a scheme and an opaque part, or not at
+		// all ("first path segment in URL cannot contain colon").
+		return c.errAt(at+".upstream", "%q: want an http:// or https:// URL, like http://%s", r.Upstream, r.Upstream)
 	case err != nil:
 		return c.errAt(at+".upstream", "%q does not parse: %v", r.Upstream, err)
 	case u.Scheme != "http" && u.Scheme != "https":
