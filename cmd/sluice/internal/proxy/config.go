@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/yamlfile"
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/httplimit"
@@ -193,9 +196,45 @@ func (c *Config) errAt(path, format string, args ...any) *yamlfile.Error {
 	return c.lines.At(c.file, path, fmt.Sprintf(format, args...))
 }
 
-// wrapAt reports a library's config error at path.
+// wrapAt reports a library's config error at path. When the field it
+// names was written in the file (Config.MaxQueue is path's max_queue), it
+// is reported at that key, in the file's words: "must be ..., got -1",
+// not the Go field name, which a YAML user never wrote.
 func (c *Config) wrapAt(path string, err error) *yamlfile.Error {
-	e := c.lines.At(c.file, path, err.Error())
+	msg := err.Error()
+	var ce *sluice.ConfigError
+	if errors.As(err, &ce) {
+		field := ce.Field[strings.LastIndexByte(ce.Field, '.')+1:]
+		if key := snakeCase(field); key != "" {
+			if _, exact := c.lines.Line(path + "." + key); exact {
+				path, msg = path+"."+key, ce.Allowed
+				if ce.Value != nil {
+					msg += fmt.Sprintf(", got %v", ce.Value)
+				}
+			}
+		}
+	}
+	e := c.lines.At(c.file, path, msg)
 	e.Err = err
 	return e
+}
+
+// snakeCase is a Go field name's YAML key (MaxWaitServices is
+// max_wait_services), or "" for anything not a plain field name.
+func snakeCase(field string) string {
+	var b strings.Builder
+	for i, r := range field {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(r - 'A' + 'a')
+		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9' && i > 0:
+			b.WriteRune(r)
+		default:
+			return ""
+		}
+	}
+	return b.String()
 }

@@ -65,7 +65,7 @@ func TestBadConfigNamesFileLineField(t *testing.T) {
 		{"deadline header", strings.Replace(goodConfig, "    policy: api\n", "    policy: api\n    deadline_header: \"X Timeout\"\n", 1), "f.yaml:9: routes[0].deadline_header"},
 		{"deadline header, no policy", strings.Replace(goodConfig, "  - name: rest\n", "  - name: rest\n    deadline_header: X-Timeout\n", 1), "f.yaml:10: routes[1].deadline_header"},
 		{"wait services", strings.Replace(goodConfig, "max_queue: 20", "max_queue: 20\n      max_wait_services: 4", 1), ""},
-		{"wait services range", strings.Replace(goodConfig, "max_queue: 20", "max_queue: 20\n      max_wait_services: -1", 1), "f.yaml:14: policies[0].concurrency: sluice/concurrency: Config.MaxWaitServices"},
+		{"wait services range", strings.Replace(goodConfig, "max_queue: 20", "max_queue: 20\n      max_wait_services: -1", 1), "f.yaml:17: policies[0].concurrency.max_wait_services: must be a finite number >= 0 (0: none), got -1"},
 		{"algorithm", strings.Replace(goodConfig, "adaptive: {}", "adaptive: {algorithm: magic}", 1), "policies[0].concurrency.adaptive.algorithm"},
 		{"env unset", strings.Replace(goodConfig, "http://127.0.0.1:9000\n    policy", "${SLUICE_TEST_UNSET}\n    policy", 1), "f.yaml:7: routes[0].upstream: environment variable SLUICE_TEST_UNSET is not set"},
 		{"env set", strings.Replace(goodConfig, "http://127.0.0.1:9000\n    policy", "${SLUICE_TEST_SET}\n    policy", 1), ""},
@@ -106,6 +106,20 @@ func TestLibraryConfigErrorIsWrapped(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "f.yaml:18: policies[0].concurrency.adaptive") || !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A library's error on a field the file wrote is reported at that key, in
+// the file's words: not at the parent's line with the Go field name.
+func TestLibraryConfigErrorAtTheKey(t *testing.T) {
+	bad := strings.Replace(goodConfig, "max_queue: 20", "max_queue: -1", 1)
+	c, err := ParseConfig("f.yaml", []byte(bad))
+	if err == nil {
+		err = Check(c)
+	}
+	want := "f.yaml:16: policies[0].concurrency.max_queue: must be 0 (no queue) to 16777215, got -1"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Config.MaxQueue") || !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Fatalf("got %v, want %q", err, want)
 	}
 }
 
