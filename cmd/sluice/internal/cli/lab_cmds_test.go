@@ -251,28 +251,28 @@ func TestLoadBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-rate", "-1", "-duration", "1s", u}, "load.rate = -1"},
-		{[]string{"-rate", "10", u}, "duration"},
+		{[]string{"-rate", "-1", "-duration", "1s", u}, "-rate: must be in [0, 1e+06], got -1"},
+		{[]string{"-rate", "10", u}, "-duration: required (or give -scenario FILE)"},
 		{[]string{"-rate", "10", "-duration", "1s"}, "missing argument"},
-		{[]string{"-rate", "10", "-duration", "1s", "ftp://x/"}, "url = ftp://x/"},
-		{[]string{"-rate", "10", "-duration", "1s", "-arrivals", "uniform", u}, "load.arrivals"},
+		{[]string{"-rate", "10", "-duration", "1s", "ftp://x/"}, "URL: must be an http:// or https:// URL, got ftp://x/"},
+		{[]string{"-rate", "10", "-duration", "1s", "-arrivals", "uniform", u}, "-arrivals: must be constant or poisson"},
 		{[]string{"-rate", "10", "-duration", "1s", "-step", "10s", u}, "want AT=RATE"},
-		{[]string{"-rate", "10", "-duration", "1s", "-step", "2s=5", "-step", "1s=5", u}, "load.steps[1].at"},
+		{[]string{"-rate", "10", "-duration", "1s", "-step", "2s=5", "-step", "1s=5", u}, "-step: steps[1].at: steps must be after 0 and in increasing time order, got 1s"},
 		{[]string{"-rate", "10", "-duration", "1s", "-connections", "0", u}, "-connections"},
 		{[]string{"-rate", "10", "-duration", "1s", "-connections", "4611686018427387904", u}, "-connections: must be in [1, 65535]"},
 		{[]string{"-rate", "10", "-duration", "1s", "-max-outstanding", "4611686018427387904", u}, "-max-outstanding: must be in [1, 1000000]"},
-		{[]string{"-rate", "10", "-duration", "1s", "-clients", "3", "http://example.com/"}, "clients"},
-		{[]string{"-rate", "10", "-duration", "1s", "-clients-via", "dns", u}, "clients_via"},
+		{[]string{"-rate", "10", "-duration", "1s", "-clients", "3", "http://example.com/"}, "-clients: distinct source addresses"},
+		{[]string{"-rate", "10", "-duration", "1s", "-clients-via", "dns", u}, `-clients-via: must be "addr" or "xff"`},
 		{[]string{"-rate", "10", "-duration", "1s", "-H", "nocolon", u}, "want 'Name: value'"},
 		// Without -burst they were ignored: the run sent no burst.
 		{[]string{"-rate", "10", "-duration", "1s", "-burst-every", "200ms", u}, "-burst-every: needs -burst"},
 		{[]string{"-rate", "10", "-duration", "1s", "-burst-count", "3", "-burst-at", "1s", u}, "-burst-count, -burst-at: needs -burst"},
-		{[]string{"-rate", "10", "-duration", "1s", "-H", "Bad(Name: x", u}, `header = "Bad(Name: x": not a header field name`},
+		{[]string{"-rate", "10", "-duration", "1s", "-H", "Bad(Name: x", u}, `-H: not a header field name, got "Bad(Name: x"`},
 		{[]string{"-rate", "10", "-duration", "1s", "-timescale", "0", u}, "-timescale: must be > 0"},
 		{[]string{"-scenario", bad, u}, bad + ":4: load.rate"},
 		{[]string{"-scenario", retries, u}, retries + ":5: load.retries: retries are not supported"},
 		// A flag's value is the flag's error, not the file's.
-		{[]string{"-scenario", good, "-timeout", "-1s", u}, "load.timeout = -1s"},
+		{[]string{"-scenario", good, "-timeout", "-1s", u}, "-timeout: must be >= 0 (0: none), got -1s"},
 		{[]string{"-scenario", missing, u}, missing + ": no such file"},
 		{[]string{"-scenario", dir, u}, dir + " is a directory, not a scenario file"},
 	} {

@@ -159,6 +159,9 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 		if ferr := fromFile(sf, set, err); ferr != nil {
 			return badScenario(e, "load", ferr)
 		}
+		if name, problem, ok := asFlag(err, sf == nil && !set["duration"]); ok {
+			return usageError(fs, name, errors.New(problem))
+		}
 		return configError(fs, err) // the config: nothing was sent
 	}
 	if *asJSON {
@@ -235,6 +238,38 @@ func (h *headerFlag) Set(v string) error {
 var fileFields = map[string]string{
 	"duration": "duration", "warmup": "warmup", "load.rate": "rate", "load.arrivals": "arrivals",
 	"load.timeout": "timeout", "load.client_workers": "max-outstanding", "load.retries": "",
+}
+
+// flagFields are the flags (and the URL argument) that set load settings,
+// by the setting's name in a config error.
+var flagFields = map[string]string{
+	"url": "URL", "duration": "-duration", "warmup": "-warmup", "load.rate": "-rate",
+	"load.arrivals": "-arrivals", "load.timeout": "-timeout", "load.client_workers": "-max-outstanding",
+	"load.bursts.size": "-burst", "load.bursts.count": "-burst-count", "load.bursts.every": "-burst-every",
+	"load.bursts.at": "-burst-at", "clients": "-clients", "clients_via": "-clients-via",
+	"method": "-method", "header": "-H", "timescale": "-timescale", "interval": "-interval",
+	"connections": "-connections",
+}
+
+// asFlag names the flag behind a config error that no scenario file
+// placed (see fromFile): the user typed -rate, not load.rate. A duration
+// that nothing gave is missing, not out of range.
+func asFlag(err error, noDuration bool) (name, problem string, ok bool) {
+	field, problem, ok := lab.ConfigProblem(err)
+	if !ok {
+		return "", "", false
+	}
+	name, ok = flagFields[field]
+	if strings.HasPrefix(field, "load.steps[") { // the n-th -step
+		name, ok, problem = "-step", true, field[len("load."):]+": "+problem
+	}
+	if !ok {
+		return "", "", false
+	}
+	if field == "duration" && noDuration {
+		problem = "required (or give -scenario FILE)"
+	}
+	return name, problem, true
 }
 
 // fromFile places a config error at its line in the scenario file f when
