@@ -85,7 +85,9 @@ func ExampleLimiter_Acquire() {
 }
 
 // An adaptive concurrency limit: the Limiter feeds AIMD every Success and
-// Dropped, and AIMD's answer becomes the limit.
+// Dropped, and AIMD's answer becomes the limit. AIMD shows it in two
+// steps; for a service, adaptive.Little behind a LIFO queue is the
+// recommended limit (httplimit's Example_recommended sets it up).
 func ExampleConfig_algorithm() {
 	aimd, err := adaptive.NewAIMD(adaptive.AIMDConfig{InitialLimit: 8})
 	if err != nil {
