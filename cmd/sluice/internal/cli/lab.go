@@ -189,7 +189,7 @@ func runCapacity(e env, args []string) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	measure := lab.StepMeasure(url, slo, *step, *timeout, e.stderr)
+	measure := lab.StepMeasure(url, slo, *step, *timeout, 0, e.stderr)
 	steps, best, err := lab.Search{Start: *start, Max: *maxRate, Precision: *precision}.Find(ctx, slo, measure)
 	if err != nil && ctx.Err() != nil {
 		fmt.Fprintln(e.stderr, "sluice lab capacity: interrupted")

@@ -19,12 +19,20 @@ import (
 // StepMeasure measures steps against url with the load generator: constant
 // open-loop arrivals at the step's rate for step, the first fifth left out
 // as warm-up, the client giving up after timeout (0: twice the SLO's
-// latency). Each step's line goes to progress.
-func StepMeasure(url string, slo SLO, step, timeout time.Duration, progress io.Writer) Measure {
+// latency). Before each step it waits for the service to drain the last
+// one, and the search gives up on a service that has not answered for
+// giveUp (0: a minute) after a step. Each step's line goes to progress.
+func StepMeasure(url string, slo SLO, step, timeout, giveUp time.Duration, progress io.Writer) Measure {
 	timeout = stepTimeout(slo, timeout)
+	if giveUp == 0 {
+		// Long enough for workers to restart or a circuit breaker to
+		// close, short enough that a service that went down ends the
+		// search rather than hangs it.
+		giveUp = time.Minute
+	}
 	var quiet time.Duration // the fastest probe seen: the service idle
 	return func(ctx context.Context, rate float64) (Step, error) {
-		if err := drain(ctx, url, &quiet, timeout); err != nil {
+		if err := drain(ctx, url, &quiet, timeout, giveUp); err != nil {
 			return Step{}, err
 		}
 		res, err := load.Run(ctx, StepLoad(url, slo, rate, step, timeout))
@@ -163,27 +171,27 @@ var ErrRedirect = errors.New("the URL redirects")
 // drain waits until the service answers one request about as fast as it
 // did idle: a step past capacity leaves a queue behind (the service works
 // on requests whose clients gave up), and the next step must not measure
-// it. It probes one request at a time, for at most a minute. Until the
+// it. It probes one request at a time, for at most giveUp. Until the
 // service has answered once (*quiet is 0), a probe waits at most first,
 // the step's client timeout, and a probe that fails ends the search: a
 // service that does not answer one request within it, idle, fails every
 // request of a step. Once it has answered, a failed probe (a reset, a
 // refused connection, no answer in 30 s) is the service still busy with
 // the last step, or recovering from it: drain backs off (20 ms, doubling
-// to 1 s) and probes again, and fails only if nothing answered within the
-// minute. A slow answer at the minute's end is measured anyway.
-func drain(parent context.Context, url string, quiet *time.Duration, first time.Duration) error {
+// to 1 s) and probes again, and fails only if nothing answered within
+// giveUp. A slow answer at giveUp's end is measured anyway.
+func drain(parent context.Context, url string, quiet *time.Duration, first, giveUp time.Duration) error {
 	// A redirect is an answer, as to the load generator.
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer client.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(parent, time.Minute)
+	ctx, cancel := context.WithTimeout(parent, giveUp)
 	defer cancel()
 	answers := 0 // the probes of this drain answered
 	backoff := 20 * time.Millisecond
 	for {
 		wait, what := 30*time.Second, ""
 		if *quiet == 0 {
-			wait, what = min(first, time.Minute), ", the client's timeout (-timeout)"
+			wait, what = min(first, giveUp), ", the client's timeout (-timeout)"
 		}
 		probeCtx, probeCancel := context.WithTimeout(ctx, wait)
 		var connected atomic.Bool
@@ -205,7 +213,7 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 			}
 			if *quiet != 0 && ctx.Err() == nil {
 				// Answered before: still busy or recovering. Probe again,
-				// unless the minute ends during the wait: then this probe's
+				// unless giveUp ends during the wait: then this probe's
 				// failure is what to report (a probe on the ended context
 				// would fail before connecting, and read "unreachable").
 				select {
@@ -216,7 +224,7 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 				}
 			}
 			if answers > 0 {
-				return nil // still busy after a minute: measure anyway
+				return nil // still busy after giveUp: measure anyway
 			}
 			if connected.Load() && !timedOut {
 				if e := errors.Unwrap(err); e != nil {
@@ -224,15 +232,15 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 				}
 			}
 			if *quiet != 0 {
-				// Not one answer in a minute, from a service that answered
+				// Not one answer in giveUp, from a service that answered
 				// before: it stopped answering after the last step.
 				switch {
 				case connected.Load() && timedOut:
-					return fmt.Errorf("%w: %s: no answer for a minute after the last step", ErrNoAnswer, url)
+					return fmt.Errorf("%w: %s: no answer for %v after the last step", ErrNoAnswer, url, giveUp)
 				case connected.Load():
-					return fmt.Errorf("%w: %s: no answer for a minute after the last step (the last connection ended with %v)", ErrNoAnswer, url, err)
+					return fmt.Errorf("%w: %s: no answer for %v after the last step (the last connection ended with %v)", ErrNoAnswer, url, giveUp, err)
 				}
-				return fmt.Errorf("%w: %s: no connection for a minute after the last step (%v)", load.ErrUnreachable, url, err)
+				return fmt.Errorf("%w: %s: no connection for %v after the last step (%v)", load.ErrUnreachable, url, giveUp, err)
 			}
 			if connected.Load() && timedOut {
 				return fmt.Errorf("%w: %s: no answer within %v%s", ErrNoAnswer, url, wait, what)
@@ -259,7 +267,7 @@ func drain(parent context.Context, url string, quiet *time.Duration, first time.
 		answers, backoff = answers+1, 20*time.Millisecond
 		select {
 		case <-ctx.Done():
-			return parent.Err() // nil after a minute: measure anyway
+			return parent.Err() // nil after giveUp: measure anyway
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -164,7 +164,7 @@ func TestStepMeasureStopped(t *testing.T) {
 	slo, _ := ParseSLO("p95<=100ms,success>=99%")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := StepMeasure(s.URL, slo, 200*time.Millisecond, 0, nil)(ctx, 10)
+	_, err := StepMeasure(s.URL, slo, 200*time.Millisecond, 0, 0, nil)(ctx, 10)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, load.ErrUnreachable) {
 		t.Errorf("stopped step: err = %v, want context.Canceled and not unreachable", err)
 	}
@@ -251,7 +251,7 @@ func TestStepMeasureNoAnswer(t *testing.T) {
 			slo, _ := ParseSLO("p95<=100ms,success>=99%")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, err := StepMeasure(url, slo, 200*time.Millisecond, 0, nil)(ctx, 10)
+			_, err := StepMeasure(url, slo, 200*time.Millisecond, 0, 0, nil)(ctx, 10)
 			if !errors.Is(err, ErrNoAnswer) || errors.Is(err, load.ErrUnreachable) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want ErrNoAnswer, %s", err, c.want)
 			}
@@ -273,7 +273,7 @@ func TestStepMeasureRedirect(t *testing.T) {
 	defer s.Close()
 	slo, _ := ParseSLO("p95<=100ms,success>=99%")
 	for path, to := range map[string]string{"/moved": s.URL + "/ok", "/loop": s.URL + "/loop"} {
-		_, err := StepMeasure(s.URL+path, slo, 200*time.Millisecond, 0, nil)(context.Background(), 10)
+		_, err := StepMeasure(s.URL+path, slo, 200*time.Millisecond, 0, 0, nil)(context.Background(), 10)
 		if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "a redirect to "+to) {
 			t.Errorf("%s: err = %v, want ErrRedirect, a redirect to %s", path, err, to)
 		}
@@ -290,7 +290,7 @@ func TestSearchFailsEveryRequest(t *testing.T) {
 	}))
 	defer s.Close()
 	slo, _ := ParseSLO("p95<=100ms,success>=99%")
-	measure := StepMeasure(s.URL, slo, 500*time.Millisecond, 0, nil)
+	measure := StepMeasure(s.URL, slo, 500*time.Millisecond, 0, 0, nil)
 	steps, _, err := Search{Start: 20, Max: 80, Precision: 0.02}.Find(context.Background(), slo, measure)
 	if !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "not one of its") ||
 		!strings.Contains(err.Error(), "HTTP 500") {
@@ -345,7 +345,7 @@ func TestCapacityGoesOnAfterReset(t *testing.T) {
 	url := serveLoopback(t, shed)
 
 	slo, _ := ParseSLO("p95<=100ms,success>=98%")
-	inner := StepMeasure(url, slo, time.Second, 200*time.Millisecond, nil)
+	inner := StepMeasure(url, slo, time.Second, 200*time.Millisecond, 0, nil)
 	var busyAtDrain []float64 // the rates whose drain began with the front resetting
 	measure := func(ctx context.Context, rate float64) (Step, error) {
 		if tripped() {
@@ -371,5 +371,70 @@ func TestCapacityGoesOnAfterReset(t *testing.T) {
 	}
 	if best.RateRPS != 150 {
 		t.Errorf("best %.1f rps, want 150, the rate that met the SLO", best.RateRPS)
+	}
+}
+
+// TestCapacityGivesUp: a service that answered a step and then fails
+// every connection (resets it) or goes down (refuses it) ends the search
+// once it has not answered for the give-up time after the step, with the
+// rate found until then, and says which. The give-up time was a minute
+// fixed in the code, and this path went untested.
+func TestCapacityGivesUp(t *testing.T) {
+	const giveUp = 300 * time.Millisecond
+	for _, c := range []struct {
+		name string
+		want error
+		msg  string
+	}{
+		{"resets", ErrNoAnswer, "no answer for 300ms after the last step"},
+		{"down", load.ErrUnreachable, "no connection for 300ms after the last step"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var failing atomic.Bool
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if !failing.Load() {
+					return
+				}
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Errorf("hijack: %v", err)
+					return
+				}
+				if tc, ok := conn.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0) // a reset, not a FIN
+				}
+				conn.Close()
+			}))
+			defer s.Close()
+			slo, _ := ParseSLO("p95<=100ms,success>=99%")
+			inner := StepMeasure(s.URL, slo, 500*time.Millisecond, 0, giveUp, nil)
+			measure := func(ctx context.Context, rate float64) (Step, error) {
+				st, err := inner(ctx, rate)
+				if c.name == "down" {
+					s.Listener.Close()
+				} else {
+					failing.Store(true)
+				}
+				return st, err
+			}
+			// Well under the default minute: the old code ran into it.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			steps, best, err := Search{Start: 20, Max: 80, Precision: 0.02}.Find(ctx, slo, measure)
+			took := time.Since(start)
+			if ctx.Err() != nil {
+				t.Fatalf("the search waited out the test's 10 s (err %v), not the give-up time %v", err, giveUp)
+			}
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("err = %v after %v, want %v, %s", err, took, c.want, c.msg)
+			}
+			if took < giveUp {
+				t.Errorf("gave up after %v, before the give-up time %v", took, giveUp)
+			}
+			if len(steps) != 1 || best.RateRPS != 20 {
+				t.Errorf("%d steps, best %v rps; want the one step, 20 rps, that met the SLO", len(steps), best.RateRPS)
+			}
+		})
 	}
 }

@@ -140,7 +140,7 @@ func TestCapacityFindsOrigin(t *testing.T) {
 	url := serveLoopback(t, org)
 
 	slo, _ := ParseSLO("p95<=100ms,success>=98%")
-	measure := StepMeasure(url, slo, 2*time.Second, 500*time.Millisecond, nil)
+	measure := StepMeasure(url, slo, 2*time.Second, 500*time.Millisecond, 0, nil)
 	steps, best, err := Search{Start: 50, Max: 1000, Precision: 0.03}.Find(context.Background(), slo, measure)
 	for _, s := range steps {
 		t.Logf("%7.1f rps: sent %d, ok %d, p95 %.1f ms, p50 %.1f ms, sustainable %v, behind %v", s.RateRPS, s.Sent, s.Successes, s.QuantileMs, s.P50Ms, s.Sustainable, s.Behind)
