@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -192,18 +193,27 @@ func runCapacity(e env, args []string) int {
 	measure := lab.StepMeasure(url, slo, *step, *timeout, 0, e.stderr)
 	steps, best, err := lab.Search{Start: *start, Max: *maxRate, Precision: *precision}.Find(ctx, slo, measure)
 	if err != nil && ctx.Err() != nil {
-		fmt.Fprintln(e.stderr, "sluice lab capacity: interrupted")
-		return ExitFail
+		err = errors.New("interrupted")
 	}
-	if err != nil {
+	if err != nil && best.RateRPS == 0 {
 		fmt.Fprintf(e.stderr, "sluice lab capacity: %v\n", err)
 		return ExitFail
 	}
 	rec := lab.Recommend(slo, steps, best)
+	if err != nil {
+		// A rate that met the SLO is a lower bound worth having: the
+		// steps that found it may have taken minutes.
+		rec.Unfinished, rec.Unbounded = err.Error(), false
+	}
+	var werr error
 	if *asJSON {
-		err = lab.WriteRecommendationJSON(e.stdout, rec)
+		werr = lab.WriteRecommendationJSON(e.stdout, rec)
 	} else {
-		err = lab.WriteRecommendation(e.stdout, rec)
+		werr = lab.WriteRecommendation(e.stdout, rec)
+	}
+	if werr != nil {
+		fmt.Fprintf(e.stderr, "sluice lab capacity: %v\n", werr)
+		return ExitFail
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "sluice lab capacity: %v\n", err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -90,6 +92,55 @@ func TestLabCapacityUnreachable(t *testing.T) {
 	if code != ExitFail || !strings.Contains(stderr, "unreachable") || !strings.Contains(stderr, addr) {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
+}
+
+// TestLabCapacityKeepsRateOnError: a search that ends in an error after
+// a rate met the SLO prints that rate, says the search did not finish, and
+// gives the error (exit 1): it printed the error alone, and the rate the
+// steps had found was lost. The service answers the first step, then goes
+// down between the next step's drain probes (served on a connection it
+// had accepted) and its load, whose first connection is refused.
+func TestLabCapacityKeepsRateOnError(t *testing.T) {
+	var stepped, down atomic.Bool
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config.Handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		if stepped.Load() && !down.Swap(true) {
+			srv.Listener.Close() // the connections it accepted stay open
+		}
+	})
+	srv.Start()
+	defer srv.Close()
+	var stdout bytes.Buffer
+	stderr := &onWrite{f: func(p string) {
+		if strings.HasPrefix(p, "step ") { // the first step's progress line
+			stepped.Store(true)
+		}
+	}}
+	code := Main([]string{"lab", "capacity", "-start", "20", "-step", "500ms", srv.URL}, &stdout, stderr)
+	out := stdout.String()
+	if code != ExitFail || !strings.Contains(stderr.String(), "target unreachable") {
+		t.Errorf("exit %d, want %d with the error; stderr:\n%s", code, ExitFail, stderr)
+	}
+	for _, want := range []string{"holds up to 20.0 rps", "the search did not finish (load: target unreachable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	// Every rate tried met the SLO, but the search did not reach -max.
+	if strings.Contains(out, "raise -max") {
+		t.Errorf("stdout says the capacity is above -max:\n%s", out)
+	}
+}
+
+// onWrite is a buffer that calls f with each write.
+type onWrite struct {
+	bytes.Buffer
+	f func(string)
+}
+
+func (w *onWrite) Write(p []byte) (int, error) {
+	w.f(string(p))
+	return w.Buffer.Write(p)
 }
 
 // TestLabSimOnly runs a file in the simulator through the command: the

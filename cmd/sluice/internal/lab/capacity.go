@@ -247,8 +247,12 @@ type Recommendation struct {
 	QuantileMs float64 `json:"quantile_ms"`
 	// Unbounded is true when every rate tried met the SLO: the search
 	// stopped at its highest rate (-max), and the capacity is above
-	// RateRPS.
+	// RateRPS. It is false when the search did not finish.
 	Unbounded bool `json:"unbounded,omitempty"`
+	// Unfinished is the error that ended the search after a rate had met
+	// the SLO, "" if it finished: RateRPS is then the best rate found
+	// until the error, and the capacity may be higher.
+	Unfinished string `json:"unfinished,omitempty"`
 	// BehindRPS is the lowest rate whose step the load generator could
 	// not keep (Step.Behind, after its retries), 0 if none: from there
 	// on the steps measured the machine, not the service, whose capacity

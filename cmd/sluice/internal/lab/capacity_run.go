@@ -129,8 +129,12 @@ func WriteRecommendation(w io.Writer, r Recommendation) error {
 	if r.KneeRPS > 0 {
 		knee = fmt.Sprintf("latency turns up at %.1f rps (successes' p50 past twice the lowest rate's)", r.KneeRPS)
 	}
-	// Without these the highest rate tried, or the generator's own limit,
-	// read as the service's capacity.
+	// Without these the highest rate tried, the rate reached when the
+	// search stopped, or the generator's own limit, read as the service's
+	// capacity.
+	if r.Unfinished != "" {
+		knee += fmt.Sprintf("\nthe search did not finish (%s): %.1f rps is the best rate found before it stopped, and the capacity may be higher", r.Unfinished, r.RateRPS)
+	}
 	if r.Unbounded {
 		knee += fmt.Sprintf("\nno rate tried missed the SLO: the capacity is above %.1f rps (raise -max to find it)", r.RateRPS)
 	}
