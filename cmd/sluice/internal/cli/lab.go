@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	neturl "net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -188,12 +187,6 @@ func runCapacity(e env, args []string) int {
 	// service had been probed (a URL without a host).
 	if err := first.Validate(); err != nil {
 		return usageError(fs, "URL", err)
-	}
-	// The load generator takes "http://:80/", a port without a host, and
-	// net/http dials this machine's port for it: the search would measure
-	// whatever listens there, not the service meant.
-	if u, err := neturl.Parse(url); err == nil && u.Hostname() == "" {
-		return usageError(fs, "URL", fmt.Errorf("has no host, got %q", url))
 	}
 	ctx, stop := signalContext()
 	defer stop()

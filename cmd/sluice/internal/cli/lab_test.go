@@ -54,8 +54,8 @@ func TestLabBadInput(t *testing.T) {
 		// had been probed, as exit 1 naming no flag of the command.
 		{[]string{"lab", "capacity", "http://"}, "URL: "},
 		// A port and no host: the search measured this machine's port 80.
-		{[]string{"lab", "capacity", "http://:80/"}, `URL: has no host, got "http://:80/"`},
-		{[]string{"lab", "capacity", "http://:8080/x"}, `URL: has no host, got "http://:8080/x"`},
+		{[]string{"lab", "capacity", "http://:80/"}, "URL: sluice/load: url = http://:80/: has no host"},
+		{[]string{"lab", "capacity", "http://:8080/x"}, "URL: sluice/load: url = http://:8080/x: has no host"},
 		{[]string{"lab", "capacity", "-step", "2h", "http://127.0.0.1:1/"}, "-step: must be in (0, 1h0m0s]"},
 		// No request in the step's measured window: the first step
 		// "failed" and the search said no rate met the SLO.

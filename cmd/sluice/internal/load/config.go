@@ -167,7 +167,9 @@ func (c Config) validate() (Config, error) {
 		return bad("url", c.URL, "not a URL: "+err.Error())
 	case u.Scheme != "http" && u.Scheme != "https":
 		return bad("url", c.URL, "must be an http:// or https:// URL")
-	case u.Host == "":
+	case u.Hostname() == "":
+		// http://:80/ has the host ":80", which net/http dials as this
+		// machine's port: a run would measure whatever listens there.
 		return bad("url", c.URL, "has no host")
 	}
 	if c.Method == "" {

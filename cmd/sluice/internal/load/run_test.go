@@ -201,6 +201,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"url", func(c *Config) { c.URL = "" }},
 		{"url", func(c *Config) { c.URL = "ftp://x/" }},
+		{"url", func(c *Config) { c.URL = "http://:80/" }}, // a port, no host: this machine's
 		{"method", func(c *Config) { c.Method = "GE T" }},
 		{"duration", func(c *Config) { c.Duration = 0 }},
 		{"warmup", func(c *Config) { c.Warmup = time.Second }},
