@@ -35,7 +35,7 @@ func runProxy(e env, fs *flag.FlagSet, args []string) int {
 		return ExitFail
 	}
 	if *check {
-		fmt.Fprintf(e.stdout, "%s: ok (%d routes, %d policies)\n", *path, len(cfg.Routes), len(cfg.Policies))
+		fmt.Fprintf(e.stdout, "%s: ok (%s, %s)\n", *path, counted(len(cfg.Routes), "route", "routes"), counted(len(cfg.Policies), "policy", "policies"))
 		return ExitOK
 	}
 	log := proxy.NewLogger(e.stderr, cfg.Log)
@@ -95,4 +95,12 @@ func runProxy(e env, fs *flag.FlagSet, args []string) int {
 	<-served
 	log.Info("stopped")
 	return code
+}
+
+// counted is "1 route" or "n routes".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

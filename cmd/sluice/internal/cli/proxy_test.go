@@ -26,7 +26,7 @@ func TestProxyCheck(t *testing.T) {
 		code int
 		out  string
 	}{
-		{[]string{"proxy", "-check", "-config", good}, ExitOK, "ok (1 routes, 0 policies)"},
+		{[]string{"proxy", "-check", "-config", good}, ExitOK, "ok (1 route, 0 policies)"},
 		{[]string{"proxy", "-check", "-config", bad}, ExitUsage, "bad.yaml:4: routes[0].polcy: unknown key"},
 		{[]string{"proxy", "-check", "-config", filepath.Join(dir, "missing.yaml")}, ExitUsage, "no such file"},
 		{[]string{"proxy", "-check", "-nope"}, ExitUsage, "flag provided but not defined"},
