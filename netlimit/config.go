@@ -14,10 +14,16 @@ func invalid(field string, v any, allowed string) error {
 	return sluice.NewConfigError("netlimit", field, v, allowed)
 }
 
-// defaultReject is the answer written to a rejected connection when
-// Config.Reject is nil: a complete HTTP/1.1 response that any HTTP client
-// reads as 429 and that tells it the connection is over.
-const defaultReject = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+// The answers written to a rejected connection when Config.Reject is nil:
+// complete HTTP/1.1 responses that tell the client the connection is over.
+// As httplimit answers, a client over a rate or quota (sluice.ErrQuota:
+// AcceptRate) reads 429, and a full server (a concurrency limit, its queue,
+// MaxPending) 503: try later, or another server. A load balancer tells the
+// two apart.
+const (
+	defaultReject     = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+	defaultQuotaReply = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+)
 
 // Defaults for the Config fields whose zero value means "default".
 //
@@ -25,7 +31,7 @@ const defaultReject = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nCo
 // within RejectTimeout of its accept, so the rejecters must keep pace with
 // the connections rejected meanwhile. With 4 rejecters and a queue of 128,
 // a burst of 500 connections on loopback left some closed with a reset
-// instead of the 429; 32 rejecters and a queue of 1024 answered every one
+// instead of the answer; 32 rejecters and a queue of 1024 answered every one
 // (TestBurstAnsweredWithDefaults). A rejecter is a parked goroutine (a few
 // KiB) and a queue slot a few words, so the defaults cost little memory.
 const (
@@ -87,15 +93,18 @@ type Config struct {
 	RejectOverRate bool
 
 	// Reject is written to every rejected connection before it is closed.
-	// Default (nil) a bare HTTP 429 ("HTTP/1.1 429 Too Many Requests", Connection: close, Content-Length: 0). An empty non-nil slice
-	// writes nothing: the connection is just closed.
+	// Default (nil) a bare HTTP 503 ("HTTP/1.1 503 Service Unavailable",
+	// Connection: close, Content-Length: 0), or 429 ("Too Many Requests")
+	// when the rejection is a quota's (sluice.ErrQuota: AcceptRate), as
+	// httplimit answers. An empty non-nil slice writes nothing: the
+	// connection is just closed.
 	Reject []byte
 	// ServerSpeaksFirst makes a rejecter write Reject as soon as it takes
 	// the connection, for protocols where the server talks first (SMTP,
 	// FTP). By default (false: the client talks first, as in HTTP) it
 	// first waits for the client's first bytes, its request: an HTTP
 	// client treats a response that arrives before it has sent its
-	// request as a broken connection, not as a 429.
+	// request as a broken connection, not as a 503.
 	ServerSpeaksFirst bool
 	// RejectTimeout bounds the time from a rejected connection's accept
 	// to its close: waiting for a rejecter, then for the client's request,
@@ -142,9 +151,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RejectQueue == 0 {
 		c.RejectQueue = defaultRejectQueue
 	}
-	if c.Reject == nil {
-		c.Reject = []byte(defaultReject)
-	} else {
+	if c.Reject != nil { // nil: the default answers, chosen per rejection
 		c.Reject = append([]byte{}, c.Reject...) // the caller may reuse theirs
 	}
 	return c, nil

@@ -30,7 +30,8 @@
 //     permits bound no connections, and admitted ones held for a server
 //     not calling Accept would otherwise pile up unseen (Stats.Queued
 //     counts them).
-//  3. A rejected connection is written Reject (default a bare HTTP 429) and
+//  3. A rejected connection is written Reject (default a bare HTTP 503, or
+//     429 for a quota's rejection: AcceptRate) and
 //     closed by a small fixed pool of goroutines (Rejecters, default 32,
 //     with a RejectQueue of 1024), within RejectTimeout (default 1s) of its
 //     accept. The rejecter reads the client's request first (see

@@ -13,7 +13,8 @@ import (
 )
 
 // A server that serves one connection at once, with no queue: a second
-// client is answered 429 while the first is being served.
+// client is answered 503 (the server is full) while the first is being
+// served.
 func ExampleNewListener() {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,7 +42,7 @@ func ExampleNewListener() {
 	fmt.Println(strings.TrimSpace(status))
 	fmt.Println("open:", ln.Stats().InFlight, "rejected:", ln.Stats().RejectedTotal())
 	// Output:
-	// HTTP/1.1 429 Too Many Requests
+	// HTTP/1.1 503 Service Unavailable
 	// open: 1 rejected: 1
 }
 

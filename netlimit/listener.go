@@ -44,6 +44,7 @@ type Listener struct {
 type rejected struct {
 	c        net.Conn
 	deadline time.Time
+	reply    []byte
 }
 
 // accepted is a connection admitted with its permit, or an error of the
@@ -185,7 +186,7 @@ func (l *Listener) decide(c net.Conn, at time.Time) {
 	if b := l.cfg.AcceptRate; b != nil {
 		if l.cfg.RejectOverRate {
 			if !b.Allow() {
-				l.reject(c, at, sluice.ReasonRate)
+				l.reject(c, at, sluice.ReasonRate, true)
 				return
 			}
 		} else if err := b.Wait(l.ctx); err != nil {
@@ -193,7 +194,7 @@ func (l *Listener) decide(c net.Conn, at time.Time) {
 				c.Close()
 				return
 			}
-			l.reject(c, at, sluice.ReasonOf(err))
+			l.reject(c, at, sluice.ReasonOf(err), errors.Is(err, sluice.ErrQuota))
 			return
 		}
 	}
@@ -209,7 +210,7 @@ func (l *Listener) decide(c net.Conn, at time.Time) {
 	}
 	if l.pending.Add(1) > int64(l.cfg.MaxPending) {
 		l.pending.Add(-1)
-		l.reject(c, at, sluice.ReasonQueueFull)
+		l.reject(c, at, sluice.ReasonQueueFull, false)
 		return
 	}
 	l.wg.Add(1)
@@ -231,7 +232,7 @@ func (l *Listener) wait(c net.Conn, at time.Time) {
 	case l.ctx.Err() != nil && sluice.ReasonOf(err) == sluice.ReasonUnknown:
 		c.Close() // the Listener is closing
 	default:
-		l.reject(c, at, sluice.ReasonOf(err))
+		l.reject(c, at, sluice.ReasonOf(err), errors.Is(err, sluice.ErrQuota))
 	}
 }
 
@@ -245,12 +246,25 @@ func (l *Listener) deliver(c net.Conn, p sluice.Permit) {
 	}
 }
 
+// busyReply and quotaReply are the default answers (see Config.Reject).
+var busyReply, quotaReply = []byte(defaultReject), []byte(defaultQuotaReply)
+
 // reject counts c's rejection and queues it for a rejecter; if none can
-// take it, c is closed with no answer rather than stall the caller.
-func (l *Listener) reject(c net.Conn, at time.Time, r sluice.Reason) {
+// take it, c is closed with no answer rather than stall the caller. quota
+// says the rejection is a quota's (sluice.ErrQuota), which the default
+// answer tells apart.
+func (l *Listener) reject(c net.Conn, at time.Time, r sluice.Reason, quota bool) {
 	l.counters.Reject(r)
+	reply := l.cfg.Reject
+	switch {
+	case reply != nil:
+	case quota:
+		reply = quotaReply
+	default:
+		reply = busyReply
+	}
 	select {
-	case l.rejects <- rejected{c, at.Add(l.cfg.RejectTimeout)}:
+	case l.rejects <- rejected{c, at.Add(l.cfg.RejectTimeout), reply}:
 	default:
 		l.unanswered.Add(1)
 		c.Close()

@@ -133,10 +133,12 @@ func TestBurst(t *testing.T) {
 	}
 }
 
-// TestHTTPClientsRead429 serves net/http behind the Listener: clients that
-// have sent their request before being rejected still read the 429 (the
-// rejecter half-closes and drains instead of resetting the connection).
-func TestHTTPClientsRead429(t *testing.T) {
+// TestHTTPClientsRead503 serves net/http behind the Listener: clients that
+// have sent their request before being rejected still read the 503 (the
+// rejecter half-closes and drains instead of resetting the connection). A
+// full concurrency limit is the server's capacity, not the client's
+// quota: 503, as httplimit answers it.
+func TestHTTPClientsRead503(t *testing.T) {
 	const limit, queue, clients = 1, 1, 8
 	ln := loopback(t, Config{Limiter: newConcurrency(t, limit, queue)})
 	release := make(chan struct{})
@@ -164,8 +166,8 @@ func TestHTTPClientsRead429(t *testing.T) {
 		})
 	}
 	for range clients - limit - queue {
-		if code := recv(t, codes, "a 429"); code != http.StatusTooManyRequests {
-			t.Fatalf("status %d while the handler was blocked, want 429", code)
+		if code := recv(t, codes, "a 503"); code != http.StatusServiceUnavailable {
+			t.Fatalf("status %d while the handler was blocked, want 503", code)
 		}
 	}
 	close(release)
@@ -397,7 +399,7 @@ func TestInnerErrorsPassThrough(t *testing.T) {
 }
 
 // TestBurstAnsweredWithDefaults: a burst of 500 connections on real
-// loopback sockets, every one rejected (the only permit is held), gets 429
+// loopback sockets, every one rejected (the only permit is held), gets an answer
 // on every connection with the default Config: no reset, no silence. A
 // rejected connection is answered within RejectTimeout of its accept or
 // not at all, so the defaults must answer a burst at that pace.

@@ -16,14 +16,14 @@ func (l *Listener) rejecter() {
 	for {
 		select {
 		case r := <-l.rejects:
-			l.answer(r.c, r.deadline)
+			l.answer(r.c, r.deadline, r.reply)
 		case <-l.ctx.Done():
 			return
 		}
 	}
 }
 
-// answer writes Reject to c and closes it, by deadline (RejectTimeout
+// answer writes reply to c and closes it, by deadline (RejectTimeout
 // after c was accepted); a connection picked up after its deadline is
 // closed with no answer, and counted in Unanswered.
 //
@@ -36,9 +36,9 @@ func (l *Listener) rejecter() {
 // reset, which can destroy the answer before the client reads it (an HTTP
 // client has usually sent its request by then). net/http does the same in
 // closeWriteAndWait.
-func (l *Listener) answer(c net.Conn, deadline time.Time) {
+func (l *Listener) answer(c net.Conn, deadline time.Time, reply []byte) {
 	defer c.Close()
-	if len(l.cfg.Reject) == 0 {
+	if len(reply) == 0 {
 		return
 	}
 	if !time.Now().Before(deadline) {
@@ -56,7 +56,7 @@ func (l *Listener) answer(c net.Conn, deadline time.Time) {
 			return
 		}
 	}
-	if _, err := c.Write(l.cfg.Reject); err != nil {
+	if _, err := c.Write(reply); err != nil {
 		return
 	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
