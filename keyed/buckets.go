@@ -21,8 +21,12 @@ type BucketsConfig struct {
 	// (a key's bucket and a rate.Bucket share their arithmetic). MaxWait
 	// bounds how long Acquire waits for a token (0: only the context's
 	// deadline does). Under Rate 0 a key that has taken a token is never
-	// evicted, since its bucket never refills (see IdleTimeout); under
-	// Rate Inf a key holds nothing and any key may be evicted.
+	// evicted, since its bucket never refills (see IdleTimeout): once
+	// MaxKeys keys have, every new key shares the Overflow bucket, which
+	// with the default Overflow never refills either. Rate 0 is a lifetime
+	// quota for a bounded set of keys, not a rate limit: a Rate left out
+	// is a mistake worth checking for. Under Rate Inf a key holds nothing
+	// and any key may be evicted.
 	Bucket rate.Config
 
 	// Overflow is the bucket that the keys beyond MaxKeys share. Default
