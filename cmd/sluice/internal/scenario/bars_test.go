@@ -13,12 +13,14 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-// Issue 12's bars for the recommended adaptive limit (adaptive.Little behind
-// a LIFO queue), checked on the scenario files themselves over five seeds,
-// and with its wait bounded to four mean service times, beside Gradient2,
-// AIMD and Vegas (behind the same queue), the best static limit (the
-// origin's workers, known in advance) behind a CoDel queue, and the same
-// static limit behind the LIFO queue (the oracle).
+// Issue 12's bars for the recommended adaptive limit, adaptive.Little,
+// behind a LIFO queue of 100 whose waiters stay until their deadline,
+// checked on the scenario files themselves over five seeds, and behind the
+// queue recommended with it (50, the wait bounded to four mean service
+// times: rejections in a few service times, not at the deadline), beside
+// Gradient2, AIMD and Vegas (behind the same queue of 100), the best static
+// limit (the origin's workers, known in advance) behind a CoDel queue, and
+// the same static limit behind the LIFO queue of 100 (the oracle).
 // `go test -run TestAdaptiveBars -v ./cmd/sluice/internal/scenario` prints
 // the table that docs/simulations.md quotes.
 
@@ -48,22 +50,29 @@ var barSeeds = []uint64{1, 2, 3, 4, 5}
 // barPolicies are the policies compared, for an origin of workers workers
 // whose mean service time is service.
 func barPolicies(workers int, service time.Duration) []sim.Policy {
+	// 100 waiters: enough to hold what arrives above a limit while it sees
+	// that the service regained capacity, a few tenths of a second on
+	// workers-lost; behind 50 the queue sheds those requests (62 over five
+	// seeds there, where the oracle sheds 1).
 	q := func(name string, alg sim.AlgorithmKind) sim.Policy {
-		return sim.AdaptivePolicy{Name: name, Algorithm: alg, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO}}
+		return sim.AdaptivePolicy{Name: name, Algorithm: alg, QueueConfig: sim.QueueConfig{Queue: 100, Discipline: concurrency.LIFO}}
 	}
 	return []sim.Policy{
 		q("little", sim.Little),
-		// The same, with the wait bounded to a few service times: a
-		// rejection then takes that long at most, not the client's
+		// As the examples configure it: the wait bounded to a few service
+		// times, so a rejection takes that long at most, not the client's
 		// deadline, at a point or two of goodput when the load is at
-		// capacity (a waiter that would have been served in a lull).
+		// capacity (a waiter that would have been served in a lull), and
+		// at the requests that arrive above the limit after a change for
+		// longer than the bound, before the limit sees it. A deeper queue
+		// does not change that (the bound sheds them), so it keeps 50.
 		sim.AdaptivePolicy{Name: "little+wait4", QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO, MaxWaitServices: 4}},
 		// The same behind the adaptive LIFO order: FIFO while the queue
 		// has emptied within the last 15 mean service times, LIFO once it
 		// has not, and no CoDel shedding (a target longer than any
 		// deadline). At exactly 1.0x capacity it serves the waiters LIFO
 		// leaves to their deadline; docs/simulations.md says what it costs.
-		sim.AdaptivePolicy{Name: "little+alifo15", QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.AdaptiveLIFO,
+		sim.AdaptivePolicy{Name: "little+alifo15", QueueConfig: sim.QueueConfig{Queue: 100, Discipline: concurrency.AdaptiveLIFO,
 			CoDelTarget: time.Hour, CoDelInterval: 15 * service}},
 		q("gradient2", sim.Gradient2),
 		q("aimd", sim.AIMD),
@@ -73,7 +82,7 @@ func barPolicies(workers int, service time.Duration) []sim.Policy {
 		// same LIFO queue as the adaptive limits. No limit learned from
 		// samples does better on these figures; where it misses a bar,
 		// the bar cannot be met with this queue.
-		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, QueueConfig: sim.QueueConfig{Queue: 50, Discipline: concurrency.LIFO}},
+		sim.ConcurrencyPolicy{Name: "static+lifo", Limit: workers, QueueConfig: sim.QueueConfig{Queue: 100, Discipline: concurrency.LIFO}},
 		// The same behind FIFO: where a LIFO queue's oldest waiters
 		// outlive their deadline at exactly 1.0x capacity, FIFO serves
 		// them, at the cost of its whole queue's wait past capacity.
@@ -411,15 +420,21 @@ func TestAdaptiveBars(t *testing.T) {
 			t.Errorf("%s: little+wait4 rejected %d requests sent while learning, in phases offered at most 0.8 × capacity, want 0", name, w.rejectsLearn)
 		}
 		// The issue asks 0 while learning, which holds. After a change
-		// it is not met: the limit grows back only once a window's
-		// latency tells it from one at the service's concurrency, a
-		// few tenths of a second on workers-lost (docs/simulations.md);
-		// this guards what it is today.
+		// the oracle, which never learns, sheds a few too (the queue the
+		// overload left is still full when it ends): Little, which must
+		// see the change first, sheds at most one request a run more.
 		if little.rejectsLearn > 0 {
 			t.Errorf("%s: little rejected %d requests sent while learning, in phases offered at most 0.8 × capacity, want 0", name, little.rejectsLearn)
 		}
-		if little.rejectsAfter > 15*int64(len(barSeeds)) {
-			t.Errorf("%s: little rejected %d requests sent after a change, in phases offered at most 0.8 × capacity, want <= %d (15 a seed)", name, little.rejectsAfter, 15*len(barSeeds))
+		oracle := out[name][at("static+lifo")]
+		if little.rejectsAfter > oracle.rejectsAfter+int64(len(barSeeds)) {
+			t.Errorf("%s: little rejected %d requests sent after a change, in phases offered at most 0.8 × capacity, want <= the oracle's %d + %d (one a run)", name, little.rejectsAfter, oracle.rejectsAfter, len(barSeeds))
+		}
+		// The bound sheds what arrives above the limit for longer than
+		// four service times after the workers return (docs/simulations.md):
+		// this guards what it is today.
+		if w.rejectsAfter > 60*int64(len(barSeeds)) {
+			t.Errorf("%s: little+wait4 rejected %d requests sent after a change, in phases offered at most 0.8 × capacity, want <= %d (60 a seed)", name, w.rejectsAfter, 60*len(barSeeds))
 		}
 	}
 }
