@@ -49,8 +49,9 @@ type LittleConfig struct {
 // while a burst the limit can drain is served. The bound's price: after a
 // change that gives the service room, what arrives above the old limit for
 // longer than the bound, before the limit sees the change (a few tenths of
-// a second), is told no. A queue of 100 without the bound serves it, and
-// answers the excess at its deadline instead (docs/simulations.md).
+// a second), is told no. A queue of 100 without the bound holds it until
+// the limit grows, and answers the excess at its deadline instead
+// (docs/simulations.md).
 //
 // Once per window (at least one mean latency, and enough successes that
 // their mean is known within about 5%; for a service whose latencies are
