@@ -145,8 +145,24 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
 	// are in the order received, each appended by the next hop.
 	client := peer
 	lines := r.Header[c.header]
+	var buf [8]string // the hops of one Forwarded line, most lines hold fewer
 	for i := len(lines) - 1; i >= 0; i-- {
 		line := lines[i]
+		if c.header == HeaderForwarded {
+			hops, ok := forwardedHops(buf[:0], line)
+			if !ok {
+				// Unbalanced quotes: where the line's elements begin,
+				// the last one, the nearest proxy's, included, is unknown.
+				return client, true
+			}
+			for j := len(hops) - 1; j >= 0; j-- {
+				var more bool
+				if client, more = c.step(client, hops[j]); !more {
+					return client, true
+				}
+			}
+			continue
+		}
 		for line != "" {
 			var hop string
 			if j := strings.LastIndexByte(line, ','); j >= 0 {
@@ -154,22 +170,25 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
 			} else {
 				line, hop = "", line
 			}
-			if c.header == HeaderForwarded {
-				hop = forwardedFor(hop)
-			}
-			a, ok := parseHop(hop)
-			if !ok {
-				// A hop we cannot read ends the walk at the last address a
-				// trusted hop vouched for: never guess past it.
-				return client, true
-			}
-			client = a
-			if !c.isTrusted(a) {
+			var more bool
+			if client, more = c.step(client, hop); !more {
 				return client, true
 			}
 		}
 	}
 	return client, true
+}
+
+// step reads one hop of the walk in Addr, right to left: the hop's address
+// and true when the walk goes on past it (a trusted proxy), or the address
+// the walk ends at and false. A hop we cannot read ends the walk at client,
+// the last address a trusted hop vouched for: never guess past it.
+func (c *ClientIP) step(client netip.Addr, hop string) (netip.Addr, bool) {
+	a, ok := parseHop(hop)
+	if !ok {
+		return client, false
+	}
+	return a, c.isTrusted(a)
 }
 
 // Key returns the client address of r as a string, with IPv6 masked to the
@@ -231,28 +250,54 @@ func isPort(s string) bool {
 	return true
 }
 
-// forwardedFor returns the value of the for= parameter of one RFC 7239
-// forwarded-element ("for=192.0.2.60;proto=http;by=203.0.113.43"), unquoted,
-// or "" when there is none. Obfuscated identifiers ("unknown", "_hidden")
-// come back as they are and fail to parse as addresses.
-func forwardedFor(elem string) string {
-	for elem != "" {
-		var pair string
-		if i := strings.IndexByte(elem, ';'); i >= 0 {
-			pair, elem = elem[:i], elem[i+1:]
-		} else {
-			pair, elem = elem, ""
-		}
-		pair = strings.TrimSpace(pair)
-		eq := strings.IndexByte(pair, '=')
-		if eq < 0 || !strings.EqualFold(pair[:eq], "for") {
-			continue
-		}
-		v := pair[eq+1:]
-		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-			v = v[1 : len(v)-1]
-		}
-		return v
+// forwardedHops appends to dst the for= value of each forwarded-element of
+// one RFC 7239 Forwarded line ("for=192.0.2.60;proto=http, for=10.0.0.1"),
+// left to right, unquoted, "" for an element without one (an empty element
+// too, which ends the walk as in X-Forwarded-For); obfuscated
+// identifiers ("unknown", "_hidden") come back as they are and fail to
+// parse as addresses. Commas and semicolons inside a quoted-string do not
+// split: a proxy copies client input into quoted parameters (host="..."),
+// and a client must not be able to forge an element there. It reports
+// false, and appends nothing, when a quoted-string does not end: then no
+// element boundary in the line can be trusted.
+func forwardedHops(dst []string, line string) ([]string, bool) {
+	if line == "" {
+		return dst, true
 	}
-	return ""
+	n, pairStart := len(dst), 0
+	forVal, found := "", false
+	// pair closes the parameter line[pairStart:end], keeping the first
+	// for= value of the element.
+	pair := func(end int) {
+		p := strings.TrimSpace(line[pairStart:end])
+		pairStart = end + 1
+		if eq := strings.IndexByte(p, '='); eq >= 0 && !found && strings.EqualFold(p[:eq], "for") {
+			v := p[eq+1:]
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			forVal, found = v, true
+		}
+	}
+	quoted := false
+	for i := 0; i < len(line); i++ {
+		switch ch := line[i]; {
+		case quoted && ch == '\\':
+			i++ // a quoted-pair: the next byte is literal
+		case ch == '"':
+			quoted = !quoted
+		case quoted:
+		case ch == ';':
+			pair(i)
+		case ch == ',':
+			pair(i)
+			dst = append(dst, forVal)
+			forVal, found = "", false
+		}
+	}
+	if quoted {
+		return dst[:n], false
+	}
+	pair(len(line))
+	return append(dst, forVal), true
 }

@@ -80,6 +80,28 @@ func TestClientIPKey(t *testing.T) {
 			header: "Forwarded", values: []string{`for=unknown`}, want: "10.0.0.2", wantOK: true},
 		{name: "forwarded element without for", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
 			header: "Forwarded", values: []string{`for=1.1.1.1, proto=http`}, want: "10.0.0.2", wantOK: true},
+		// A proxy copies client input into quoted parameters (host=):
+		// a comma or semicolon there does not start an element or a
+		// parameter, so the client cannot write its own for= into the
+		// proxy's element.
+		{name: "forwarded comma inside quotes", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
+			header: "Forwarded", values: []string{`for=198.51.100.7;host="x,for=203.0.113.66;a="`}, want: "198.51.100.7", wantOK: true},
+		{name: "forwarded semicolon inside quotes", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
+			header: "Forwarded", values: []string{`host="a;for=203.0.113.66;x=";for=198.51.100.7`}, want: "198.51.100.7", wantOK: true},
+		{name: "forwarded escaped quote inside quotes", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
+			header: "Forwarded", values: []string{`for=198.51.100.7;host="x\",for=203.0.113.66"`}, want: "198.51.100.7", wantOK: true},
+		// Unbalanced quotes: no element of the line can be read, so the
+		// walk ends at the last address a trusted hop vouched for.
+		{name: "forwarded unbalanced quote", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
+			header: "Forwarded", values: []string{`for=1.1.1.1, for=198.51.100.7;host="x, for=203.0.113.66`}, want: "10.0.0.2", wantOK: true},
+		{name: "forwarded unbalanced quote in an earlier line", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
+			header: "Forwarded", values: []string{`for="1.1.1.1`, `for=10.5.5.5`}, want: "10.5.5.5", wantOK: true},
+		{name: "forwarded empty element", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
+			header: "Forwarded", values: []string{`for=1.1.1.1,,`}, want: "10.0.0.2", wantOK: true},
+		{name: "forwarded empty line", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
+			header: "Forwarded", values: []string{`for=198.51.100.7`, ``}, want: "198.51.100.7", wantOK: true},
+		{name: "forwarded many elements", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
+			header: "Forwarded", values: []string{`for=198.51.100.7, for=10.0.0.1, for=10.0.0.2, for=10.0.0.3, for=10.0.0.4, for=10.0.0.5, for=10.0.0.6, for=10.0.0.7, for=10.0.0.8, for=10.0.0.9`}, want: "198.51.100.7", wantOK: true},
 		{name: "xff ignored when Forwarded configured", cfg: IPConfig{TrustedProxies: proxies, ProxyHeader: "Forwarded"}, remote: "10.0.0.2:1",
 			header: "X-Forwarded-For", values: []string{"1.1.1.1"}, want: "10.0.0.2", wantOK: true},
 
@@ -203,6 +225,25 @@ func FuzzClientIP(f *testing.F) {
 			if a != peer && !c.isTrusted(peer) {
 				t.Fatalf("untrusted peer %s produced key %s", peer, a)
 			}
+		}
+	})
+}
+
+// Whatever a client puts in a parameter that a trusted proxy quotes (its
+// Host, in host="..."), the key is the address that proxy wrote in for=.
+func FuzzForwardedQuoted(f *testing.F) {
+	f.Add(`x,for=203.0.113.66;a=`)
+	f.Add(`a;for=203.0.113.66;x=`)
+	f.Add(`x", for=203.0.113.66, "`)
+	f.Add(`\`)
+	c, _ := NewClientIP(IPConfig{TrustedProxies: []string{"10.0.0.0/8"}, ProxyHeader: "Forwarded"})
+	quote := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	f.Fuzz(func(t *testing.T, host string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.2:1"
+		r.Header.Set("Forwarded", `for=198.51.100.7;host="`+quote.Replace(host)+`";proto=http`)
+		if got, _ := c.Key(r); got != "198.51.100.7" {
+			t.Fatalf("host %q: key %q, want 198.51.100.7", host, got)
 		}
 	})
 }
