@@ -132,6 +132,15 @@ func (m *Map[L]) insert(s *shard[L], h uint64, key string, now int64) (L, *atomi
 	if !m.t.reserve(s, now) {
 		return m.overflow, nil, nil
 	}
+	// The slot is given back unless a limiter fills it, however New ends:
+	// an error, a nil, or a panic (net/http recovers a handler's; a slot
+	// lost to each would fill MaxKeys for good).
+	stored := false
+	defer func() {
+		if !stored {
+			m.t.live.Add(-1)
+		}
+	}()
 	l, err := m.cfg.New(key)
 	switch {
 	case err != nil:
@@ -140,10 +149,10 @@ func (m *Map[L]) insert(s *shard[L], h uint64, key string, now int64) (L, *atomi
 		err = noLimiter(fmt.Sprintf("Config.New(%.64q)", key))
 	}
 	if err != nil {
-		m.t.live.Add(-1)
 		return zero, nil, err
 	}
 	i := s.add(h, l, now)
+	stored = true
 	return l, &s.load().slots[i].last, nil
 }
 

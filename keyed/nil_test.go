@@ -55,3 +55,35 @@ func TestNewReturningNoLimiterIsAnError(t *testing.T) {
 		}
 	})
 }
+
+// A Config.New that panics (net/http recovers a handler's panic) gives
+// back the MaxKeys slot it was called for: each one used to keep its slot,
+// and once MaxKeys had panicked every new client went to the overflow
+// limiter for good.
+func TestNewPanickingKeepsNoSlot(t *testing.T) {
+	panicky := true
+	m := mustNew(t, keyed.Config[sluice.Limiter]{MaxKeys: 4, New: func(key string) (sluice.Limiter, error) {
+		if panicky && key != keyed.OverflowKey {
+			panic("boom")
+		}
+		return &gate{key: key, n: 1}, nil
+	}})
+	for _, key := range []string{"a", "b", "c", "d", "e"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("key %q: New's panic did not reach the caller", key)
+				}
+			}()
+			m.TryAcquire(key)
+		}()
+	}
+	panicky = false
+	if st := m.Stats(); st.Keys != 0 {
+		t.Errorf("Stats().Keys = %d after every New panicked, want 0", st.Keys)
+	}
+	l, err := m.Get("fresh")
+	if err != nil || l == m.Overflow() {
+		t.Errorf("Get(fresh) = overflow %v, %v; want a limiter of its own", l == m.Overflow(), err)
+	}
+}
