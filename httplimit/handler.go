@@ -224,10 +224,10 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error) bool
 		return false
 	}
 	if h.dryRun {
-		h.wouldReject[re.Reason%sluice.NumReasons].Add(1)
+		h.wouldReject[counted(re.Reason)].Add(1)
 		return true
 	}
-	h.rejected[re.Reason%sluice.NumReasons].Add(1)
+	h.rejected[counted(re.Reason)].Add(1)
 	if rj, ok := err.(*Rejection); ok && rj.PerKey {
 		h.perKeyRej.Add(1)
 	}
@@ -366,4 +366,14 @@ func sum(a [sluice.NumReasons]uint64) uint64 {
 		n += v
 	}
 	return n
+}
+
+// counted is the reason a rejection is counted under: a foreign Limiter's
+// reason beyond sluice's own is unknown, as sluice.All counts it (wrapped
+// around, it would be counted as another reason).
+func counted(r sluice.Reason) sluice.Reason {
+	if r >= sluice.NumReasons {
+		return sluice.ReasonUnknown
+	}
+	return r
 }

@@ -281,6 +281,27 @@ func TestLimiterErrorsAreCounted(t *testing.T) {
 	}
 }
 
+// A foreign limiter's reason beyond sluice's own is counted as unknown,
+// as sluice.All counts it, in dry run too: it used to wrap around to
+// another reason (NumReasons+1 was counted as rate).
+func TestForeignReasonCountsAsUnknown(t *testing.T) {
+	foreign := rejecter{reason: sluice.NumReasons + 1}
+	for _, dry := range []bool{false, true} {
+		h := mustNew(t, okHandler, Config{Limiter: foreign, DryRun: dry, NoWait: true})
+		serve(h, httptest.NewRequest("GET", "/", nil))
+		s := h.Stats()
+		counts := s.Rejected
+		if dry {
+			counts = s.WouldReject
+		}
+		var want [sluice.NumReasons]uint64
+		want[sluice.ReasonUnknown] = 1
+		if counts != want {
+			t.Errorf("dry run %v: counted by reason %v, want %v", dry, counts, want)
+		}
+	}
+}
+
 // Dry run admits every request, one a limiter failed to decide too: the
 // error is counted, the request served.
 func TestDryRunServesLimiterErrors(t *testing.T) {
