@@ -3,7 +3,9 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +52,13 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 	}
 	if cfg.Limiter == nil && cfg.PerKey == nil {
 		return nil, configErr("Config.Limiter", nil, "Limiter or PerKey must be set: nothing would be limited")
+	}
+	// A nil pointer in the interface is not nil: every request would panic.
+	if nilPointer(cfg.Limiter) {
+		return nil, configErr("Config.Limiter", fmt.Sprintf("a nil %T", cfg.Limiter), "must be a limiter; leave the field nil for no global limit")
+	}
+	if nilPointer(cfg.PerKey) {
+		return nil, configErr("Config.PerKey", fmt.Sprintf("a nil %T", cfg.PerKey), "must be a per-key limiter; leave the field nil for no per-key limit")
 	}
 	h := &Handler{
 		next:     next,
@@ -376,4 +385,11 @@ func counted(r sluice.Reason) sluice.Reason {
 		return sluice.ReasonUnknown
 	}
 	return r
+}
+
+// nilPointer reports whether v holds a nil pointer: an interface value
+// that is not nil but whose methods would dereference nil.
+func nilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }

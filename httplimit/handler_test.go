@@ -87,6 +87,10 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"nil handler", nil, Config{Limiter: b}, "next"},
 		{"no limiter", okHandler, Config{}, "Limiter"},
+		// A nil pointer in the interface passed New and panicked on the
+		// first request.
+		{"nil limiter pointer", okHandler, Config{Limiter: (*concurrency.Limiter)(nil)}, "Config.Limiter"},
+		{"nil per-key pointer", okHandler, Config{Limiter: b, PerKey: (*keyed.Buckets)(nil)}, "Config.PerKey"},
 		{"bad proxy", okHandler, Config{PerKey: m, ClientIP: IPConfig{TrustedProxies: []string{"10.0.0.0/8", "nope"}}}, "ClientIP.TrustedProxies[1]"},
 		{"bad proxy header", okHandler, Config{PerKey: m, ClientIP: IPConfig{ProxyHeader: "X-Real-IP"}}, "ClientIP.ProxyHeader"},
 		{"bad v6 prefix", okHandler, Config{PerKey: m, ClientIP: IPConfig{IPv6Prefix: 200}}, "ClientIP.IPv6Prefix"},
