@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -26,19 +27,29 @@ import (
 // keep the other parts' permits (the panic goes on after they are given
 // back).
 //
-// A nil Limiter in ls is no limit and is skipped, so an optional limit can
-// be left nil. A limiter given more than once is asked once, at its first
+// A nil Limiter in ls, or a nil pointer to one, is no limit and is
+// skipped, so an optional limit can be left nil. A limiter given more than once is asked once, at its first
 // place: one request must not hold two of its slots or tokens, nor wait in
 // its queue for a slot it holds itself. (Limiters are told apart with ==; a
 // value of a type == cannot compare is always kept.)
 func All(ls ...Limiter) Limiter {
 	a := &all{ls: make([]Limiter, 0, len(ls))}
 	for _, l := range ls {
-		if l != nil && !slices.ContainsFunc(a.ls, func(k Limiter) bool { return same(k, l) }) {
+		if !isNil(l) && !slices.ContainsFunc(a.ls, func(k Limiter) bool { return same(k, l) }) {
 			a.ls = append(a.ls, l)
 		}
 	}
 	return a
+}
+
+// isNil reports whether l is nil or holds a nil pointer (var b
+// *rate.Bucket left unset): either would panic at the first call.
+func isNil(l Limiter) bool {
+	if l == nil {
+		return true
+	}
+	v := reflect.ValueOf(l)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // same reports whether a and b are the same limiter: ==, but false rather

@@ -439,11 +439,12 @@ func TestAllRejectionDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// A nil limiter (an optional limit left unset) is no limit: All skips it
+// A nil limiter (an optional limit left unset), or a nil pointer to one, is no limit: All skips it
 // rather than panicking on the first request or the first Stats scrape.
 func TestAllSkipsNilLimiters(t *testing.T) {
 	_, c, _ := rateThenSlots(t, 1, 1, 0)
-	for _, l := range []sluice.Limiter{sluice.All(nil, c, nil), sluice.All(nil)} {
+	var unset *rate.Bucket // a nil pointer: it used to panic at the first request
+	for _, l := range []sluice.Limiter{sluice.All(nil, c, nil), sluice.All(nil), sluice.All(unset, c), sluice.All(unset)} {
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
