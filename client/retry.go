@@ -110,7 +110,10 @@ func Backoff(base, maxDelay time.Duration, retry int, hint time.Duration, u floa
 		ceil = base << max(shift, 0)
 	}
 	wait = time.Duration(u * float64(ceil))
-	return min(max(hint, 0)+wait, maxDelay), true
+	// hint + wait, capped at maxDelay, without the sum: near the largest
+	// Duration it wraps negative, a retry sent at once past the hint.
+	hint = max(hint, 0)
+	return hint + min(wait, maxDelay-hint), true
 }
 
 // RetryStats counts a Retrier's work since it was created.

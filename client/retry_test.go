@@ -38,6 +38,10 @@ func TestBackoff(t *testing.T) {
 		{"hint beyond MaxDelay stops", 100 * ms, 10 * time.Second, 1, 11 * time.Second, 0, 0, false},
 		{"zero base waits only for hints", 0, 10 * time.Second, 5, 3 * time.Second, 0.9, 3 * time.Second, true},
 		{"negative hint is no hint", 100 * ms, 10 * time.Second, 1, -time.Second, 0.5, 50 * ms, true},
+		// The default MaxDelay is the largest Duration: hint + jitter used
+		// to wrap negative there, a retry sent at once past a 429's
+		// Retry-After.
+		{"hint and jitter near the largest Duration", time.Second, math.MaxInt64, 64, time.Hour, 0.9999999, math.MaxInt64, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
