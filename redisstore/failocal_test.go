@@ -393,3 +393,44 @@ func keyedLocal(t *testing.T, k *KeyedConcurrency, set string) sluice.Limiter {
 	}
 	return lim
 }
+
+// A wait its context ends under FailLocal is no rejection, as it is on the
+// store's own path: it used to be counted, as reason unknown (a series
+// promsluice says no limiter produces).
+func TestFailLocalCancelledWaitIsNoRejection(t *testing.T) {
+	rs, s := ownStore(t, Config{})
+	c, err := NewConcurrency(s, ConcurrencyConfig{Key: "cancel", Limit: 1, Replicas: 1, Failure: FailLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, err := NewBuckets(s, RateConfig{Rate: 1, Burst: 1, Replicas: 1, Failure: FailLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Kill()
+	p, err := c.TryAcquire() // the local limit's one slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(sluice.Success, 0)
+	if _, err := b.TryAcquire("k"); err != nil { // the local bucket's one token
+		t.Fatal(err)
+	}
+	for name, acquire := range map[string]func(context.Context) error{
+		"Concurrency": func(ctx context.Context) error { _, err := c.Acquire(ctx); return err },
+		"Buckets":     func(ctx context.Context) error { _, err := b.Acquire(ctx, "k"); return err },
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		if err := acquire(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: Acquire = %v, want context.Canceled", name, err)
+		}
+	}
+	if n := c.Stats().RejectedTotal(); n != 0 {
+		t.Errorf("Concurrency counted %d rejections, want 0", n)
+	}
+	if n := b.Stats().RejectedTotal(); n != 0 {
+		t.Errorf("Buckets counted %d rejections, want 0", n)
+	}
+}

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,8 +115,13 @@ func (c *counters) fail(f Failure, cooldown time.Duration, local func() (sluice.
 		return sluice.Permit{}, c.reject(sluice.Reject(sluice.ReasonStore, cooldown))
 	case FailLocal:
 		p, err := local()
-		if err != nil {
+		switch {
+		case errors.Is(err, sluice.ErrRejected):
 			return sluice.Permit{}, c.reject(err)
+		case err != nil:
+			// A wait its context ended is no rejection, as on the
+			// store's own path: counted, it showed as reason unknown.
+			return sluice.Permit{}, err
 		}
 		c.admit()
 		return p, nil
