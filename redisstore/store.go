@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -316,11 +317,34 @@ func (s *Store) do(c *call) (any, error) {
 				r.err = ErrTimeout
 			}
 		}
-		s.br.done(t1, false, trip)
+		// Redis's answer about one call (a key of another type) says Redis
+		// is up: counted a failure, three in a row opened the breaker
+		// for every key.
+		s.br.done(t1, answered(r.err), trip)
 		return nil, r.err
 	}
 	s.br.done(t1, true, trip)
 	return r.val, nil
+}
+
+// answered reports whether err is Redis's own answer about one call (a key
+// holding another type, a script error): Redis is up. A refusal every call
+// would get (the dataset loading, a read-only replica, a master or cluster
+// down, out of memory, a script hogging the server, too many clients) is
+// not.
+func answered(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) || redis.IsLoadingError(err) || redis.IsReadOnlyError(err) ||
+		redis.IsMasterDownError(err) || redis.IsClusterDownError(err) || redis.IsTryAgainError(err) ||
+		redis.IsMaxClientsError(err) {
+		return false
+	}
+	for _, p := range []string{"OOM ", "BUSY ", "MISCONF ", "NOREPLICAS "} {
+		if strings.HasPrefix(re.Error(), p) {
+			return false
+		}
+	}
+	return true
 }
 
 // isTimeout reports a network timeout (a socket deadline).

@@ -2,9 +2,12 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redisstore/redistest"
@@ -207,5 +210,44 @@ func TestParseFailure(t *testing.T) {
 	}
 	if _, err := ParseFailure("sometimes"); !errors.Is(err, sluice.ErrInvalidConfig) || !strings.Contains(err.Error(), "failure") {
 		t.Errorf("ParseFailure(sometimes) = %v", err)
+	}
+}
+
+// Redis's error about one key (it holds another type) says Redis is up:
+// the breaker stays closed and the other keys are still decided by Redis.
+// Counted as failures, three in a row opened it for every key. A refusal
+// every call gets (out of memory) still opens it.
+func TestBreakerIgnoresOneKeysError(t *testing.T) {
+	rs, s := ownStore(t, Config{})
+	b, err := NewBuckets(s, RateConfig{Rate: 100, Burst: 100, Failure: FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client().HSet(t.Context(), "sluice:rate:{bad}", "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := b.TryAcquire("bad"); !errors.Is(err, sluice.ErrStore) {
+			t.Fatalf("TryAcquire(bad) = %v, want sluice.ErrStore (its failure policy)", err)
+		}
+	}
+	if st := s.Stats(); st.Breaker != BreakerClosed || st.Errors != 5 {
+		t.Fatalf("after 5 errors about one key: breaker %v, %d errors; want closed, 5", st.Breaker, st.Errors)
+	}
+	if _, err := b.TryAcquire("good"); err != nil || b.LimiterStats().Fallbacks != 5 {
+		t.Fatalf("TryAcquire(good) = %v with %d fallbacks; want admitted by Redis (5 fallbacks, the bad key's)", err, b.LimiterStats().Fallbacks)
+	}
+
+	// Out of memory: every write is refused.
+	c := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(rs.URL(), "redis://")})
+	defer c.Close()
+	if err := c.ConfigSet(t.Context(), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		b.TryAcquire(fmt.Sprint("oom", i))
+	}
+	if st := s.Stats(); st.Breaker != BreakerOpen {
+		t.Fatalf("after 5 out-of-memory refusals: breaker %v, want open", st.Breaker)
 	}
 }
