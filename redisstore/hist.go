@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,9 @@ type hist struct {
 }
 
 func (h *hist) record(d time.Duration) {
-	us := uint64(d / time.Microsecond)
+	// Rounded up: bucket i holds what is at most 2^i µs, as Prometheus's
+	// le says; truncated, 1.999 µs was counted at most 1 µs.
+	us := uint64((max(d, 0) + time.Microsecond - 1) / time.Microsecond)
 	i := 0
 	if us > 1 {
 		i = bits.Len64(us - 1) // smallest i with us <= 2^i
@@ -49,7 +52,9 @@ func (h *hist) snapshot() ([]HistBucket, time.Duration) {
 }
 
 // Quantile returns an upper bound of the q-quantile (0 < q <= 1) of the
-// round trips in buckets: the upper bound of the bucket where it falls.
+// round trips in buckets: the upper bound of the bucket where it falls, or
+// the largest Duration when that is the last bucket, which has none. 0
+// when buckets hold no round trip.
 func Quantile(buckets []HistBucket, q float64) time.Duration {
 	var total uint64
 	for _, b := range buckets {
@@ -58,16 +63,18 @@ func Quantile(buckets []HistBucket, q float64) time.Duration {
 	if total == 0 {
 		return 0
 	}
-	want := uint64(q * float64(total))
-	if want == 0 {
-		want = 1
-	}
+	// The rank of the q-quantile, rounded up: the p99 of 10 round trips is
+	// the 10th, not the 9th.
+	want := max(uint64(math.Ceil(q*float64(total))), 1)
 	var n uint64
 	for _, b := range buckets {
 		n += b.Count
 		if n >= want {
+			if b.UpperBound == 0 {
+				return math.MaxInt64
+			}
 			return b.UpperBound
 		}
 	}
-	return 0
+	return math.MaxInt64
 }
