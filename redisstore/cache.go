@@ -96,20 +96,21 @@ type reservoir struct {
 
 func newReservoirs(max int) *reservoirs { return &reservoirs{max: max, m: make(map[string]reservoir)} }
 
-// take spends n local tokens of key if it holds them.
-func (r *reservoirs) take(key string, n, now int64) bool {
+// take spends n local tokens of key if it holds them, and returns when
+// they would have expired (0 when it does not hold them).
+func (r *reservoirs) take(key string, n, now int64) (expires int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	v, ok := r.m[key]
 	if !ok {
-		return false
+		return 0
 	}
 	if v.expires <= now {
 		delete(r.m, key)
-		return false
+		return 0
 	}
 	if v.tokens < n {
-		return false
+		return 0
 	}
 	v.tokens -= n
 	if v.tokens == 0 {
@@ -117,10 +118,15 @@ func (r *reservoirs) take(key string, n, now int64) bool {
 	} else {
 		r.m[key] = v
 	}
-	return true
+	return v.expires
 }
 
-// add keeps n tokens for key until expires, at most limit held. It
+// add keeps n tokens for key until expires, at most limit held. Added to
+// tokens still held, all of them keep the earlier expiry: no token is
+// spent later than Batch/Rate after Redis granted it (RateConfig.Batch),
+// at the cost of a few fresh tokens wasted, never spent beyond the rate.
+// (Each addition used to push the expiry of every token held to its own,
+// so tokens given back by Cancel now and then lived on indefinitely.) It
 // returns false when the key could not be kept (the map is full).
 func (r *reservoirs) add(key string, n, limit, expires, now int64) bool {
 	if n <= 0 {
@@ -144,10 +150,10 @@ func (r *reservoirs) add(key string, n, limit, expires, now int64) bool {
 		}
 	}
 	if !ok || v.expires <= now {
-		v = reservoir{}
+		v = reservoir{expires: expires}
 	}
 	v.tokens = min(v.tokens+n, limit)
-	v.expires = max(v.expires, expires)
+	v.expires = min(v.expires, expires)
 	r.m[key] = v
 	return true
 }

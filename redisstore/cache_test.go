@@ -41,6 +41,29 @@ func TestOverLimitFull(t *testing.T) {
 	}
 }
 
+// Batched tokens are spent locally for at most the hold after Redis
+// granted them (RateConfig.Batch): tokens added to a live reservoir, given
+// back or topped up, do not push its expiry later. (Each addition used to
+// move it to its own expiry: a token given back at 900 ms of a 1 s hold
+// was still spent at 1.3 s.)
+func TestReservoirKeepsTheEarlierExpiry(t *testing.T) {
+	r := newReservoirs(10)
+	r.add("k", 9, 10, 1000, 0) // a batch granted at 0, held until 1000
+	exp := r.take("k", 1, 900)
+	if exp != 1000 {
+		t.Fatalf("take at 900 = expiry %d, want 1000", exp)
+	}
+	r.add("k", 1, 10, exp, 900)  // the permit cancelled: given back as it was
+	r.add("k", 5, 10, 1900, 950) // a top-up granted at 950
+	if got := r.take("k", 1, 1300); got != 0 {
+		t.Fatalf("at 1300, past the first batch's hold, a local token was spent (expiry %d)", got)
+	}
+	r.add("k", 3, 10, 2500, 1500) // a reservoir expired: a new one, with its own expiry
+	if got := r.take("k", 1, 2000); got != 2500 {
+		t.Fatalf("take at 2000 from a reservoir made at 1500 = expiry %d, want 2500", got)
+	}
+}
+
 // insertCost is the least time over 5 runs of 200 inserts of new keys
 // into a full cache of max keys.
 func insertCost(max int) time.Duration {

@@ -258,10 +258,10 @@ func (b *Buckets) take(ctx context.Context, wait bool, key string, n int) (sluic
 	}
 	k := n
 	if b.res != nil {
-		if b.res.take(key, int64(n), now) {
+		if exp := b.res.take(key, int64(n), now); exp != 0 {
 			b.c.local.Add(1)
 			b.c.admit()
-			return sluice.NewPermit(&grant{b: b, key: key, n: n, local: true}, 0), nil
+			return sluice.NewPermit(&grant{b: b, key: key, n: n, expires: exp}, 0), nil
 		}
 		k = max(n, b.cfg.Batch)
 	}
@@ -408,19 +408,21 @@ func (k *Bucket) Stats() sluice.Stats                                { return k.
 // grant is an admitted request's permit: Release keeps the tokens, Cancel
 // gives them back (to Redis, or to the local reservoir they came from).
 type grant struct {
-	b     *Buckets
-	key   string
-	n     int
-	local bool
+	b       *Buckets
+	key     string
+	n       int
+	expires int64 // when the local tokens it spent expire; 0: from Redis
 }
 
 func (g *grant) Release(uint64, sluice.Outcome, time.Duration) {}
 
 func (g *grant) Cancel(uint64) {
 	b := g.b
-	if g.local {
+	if g.expires != 0 {
+		// Back with the expiry they had: a token given back does not
+		// live longer than the batch Redis granted it in.
 		now := b.s.now()
-		b.res.add(g.key, int64(g.n), int64(b.cfg.Batch), now+b.hold, now)
+		b.res.add(g.key, int64(g.n), int64(b.cfg.Batch), g.expires, now)
 		return
 	}
 	// Best effort: a refund that fails leaves the bucket a little emptier,
