@@ -129,9 +129,9 @@ func (c *detachedCtx) Done() <-chan struct{}       { return nil }
 func (c *detachedCtx) Err() error                  { return nil }
 func (c *detachedCtx) Value(key any) any           { return c.parent.Value(key) }
 
-// boundUpload is the handler between a route's limits and its
-// ReverseProxy on the routes with a policy that do not wait
-// (on_client_gone: cancel, or token buckets only): boundHeaders alone.
+// boundUpload is the handler in front of a route's ReverseProxy on the
+// routes that do not wait (no policy, on_client_gone: cancel, or token
+// buckets only): boundHeaders alone.
 type boundUpload struct {
 	next    http.Handler
 	timeout time.Duration
@@ -170,6 +170,5 @@ func upstreamAnswered(res *http.Response) error {
 	return errClientGone
 }
 
-// clientGone reports whether the client went away (false on a route
-// without a policy, whose requests keep no state for it).
+// clientGone reports whether the client went away.
 func (st *reqState) clientGone() bool { return st.ctx != nil && st.ctx.Err() != nil }

@@ -30,7 +30,7 @@ type route struct {
 	spec    Route
 	policy  *policy
 	limit   *httplimit.Handler // nil without a policy
-	handler http.Handler       // limit, or the proxy itself
+	handler http.Handler       // limit, or the upload watcher before the proxy
 	metrics *routeMetrics
 	peers   *httplimit.ClientIP // which peers are trusted proxies
 }
@@ -76,16 +76,16 @@ func (c *Config) buildRoute(spec Route, at string, p *policy, tr *http.Transport
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler:  upstreamError,
 	}
-	rt.handler = rp
-	var next http.Handler = rp
-	if p != nil {
-		rp.ModifyResponse = upstreamAnswered
-		if spec.OnClientGone == ClientGoneWait && p.countsInFlight() {
-			next = waitForUpstream{next: rp, rt: rt}
-		} else {
-			next = boundUpload{next: rp, timeout: spec.Timeout}
-		}
+	// Every route watches its uploads (upload.go), with or without a
+	// policy: a client whose body is too slow or unreadable is answered
+	// 408 or 400, not blamed on the upstream, and an upstream that stops
+	// reading a body is cut off at the route's timeout.
+	rp.ModifyResponse = upstreamAnswered
+	var next http.Handler = boundUpload{next: rp, timeout: spec.Timeout}
+	if p != nil && spec.OnClientGone == ClientGoneWait && p.countsInFlight() {
+		next = waitForUpstream{next: rp, rt: rt}
 	}
+	rt.handler = next
 	if p != nil {
 		kf, err := keyFunc(p.spec.Key, spec.Name)
 		if err != nil {
@@ -184,37 +184,35 @@ func upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 		return // the upstream answered; its status is the outcome
 	}
 	st := stateFrom(r.Context())
-	if st != nil {
-		if uerr := st.uploadFailed(); uerr != nil {
-			// The client's upload failed, not the upstream: no 504 or
-			// 502, no overload signal (upload.go).
-			st.clientFault = true
-			// A read that timed out ended the client's context as
-			// net/http ends it for a client that left: answer it.
-			if code, msg := uploadStatus(uerr); code == http.StatusRequestTimeout || !st.clientGone() {
-				http.Error(w, msg, code)
-			}
-			return
+	if st == nil {
+		http.Error(w, "upstream unavailable", http.StatusBadGateway) // serve always gives one
+		return
+	}
+	if uerr := st.uploadFailed(); uerr != nil {
+		// The client's upload failed, not the upstream: no 504 or
+		// 502, no overload signal (upload.go).
+		st.clientFault = true
+		// A read that timed out ended the client's context as
+		// net/http ends it for a client that left: answer it.
+		if code, msg := uploadStatus(uerr); code == http.StatusRequestTimeout || !st.clientGone() {
+			http.Error(w, msg, code)
 		}
+		return
 	}
 	code, msg := http.StatusBadGateway, "upstream unavailable"
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		code, msg = http.StatusGatewayTimeout, "upstream timed out"
 	}
-	if st != nil {
-		// Its context may have ended with the client's deadline
-		// (deadline_header) while the client still waits: answer it.
-		if st.clientGone() {
-			// With on_client_gone: wait the upstream request outlives
-			// its client, so its failure is the upstream's, whether or
-			// not the client's leaving was seen as abandoning it yet.
-			if st.abandoned != nil && st.up.Load() != upAnswered {
-				st.goneStatus = code
-			}
-			return
+	// Its context may have ended with the client's deadline
+	// (deadline_header) while the client still waits: answer it.
+	if st.clientGone() {
+		// With on_client_gone: wait the upstream request outlives
+		// its client, so its failure is the upstream's, whether or
+		// not the client's leaving was seen as abandoning it yet.
+		if st.abandoned != nil && st.up.Load() != upAnswered {
+			st.goneStatus = code
 		}
-	} else if r.Context().Err() != nil { // a route without a policy: the client's
 		return
 	}
 	http.Error(w, msg, code)
@@ -329,24 +327,24 @@ const statusClientGone = 499
 
 // serve proxies r through the route, recording what happened.
 func (rt *route) serve(w http.ResponseWriter, r *http.Request, access *slog.Logger) {
-	st := &reqState{w: w, start: time.Now(), streamAfter: rt.spec.StreamAfter}
 	client := r.Context()
+	// Every request has its state in its context: the upload watcher and
+	// upstreamError need it on a route without a policy too, whose state
+	// holds no permits.
+	st := &reqState{w: w, start: time.Now(), streamAfter: rt.spec.StreamAfter, ctx: client}
+	ctx := st.withState()
 	if rt.limit != nil {
-		// For the limiters' permits (detaching, outcome); a route
-		// without a policy has none.
-		st.ctx = client
 		if a := rt.policy.spec.adaptive(); a != nil {
 			st.dropAfter = a.Timeout
 		}
-		ctx := st.withState()
 		if d, ok := clientTimeout(r, rt.spec.DeadlineHeader); ok {
 			_, trusted := rt.peers.Peer(r)
 			var cancel context.CancelFunc
 			ctx, cancel = st.withClientDeadline(ctx, d, trusted)
 			defer cancel()
 		}
-		r = r.WithContext(ctx)
 	}
+	r = r.WithContext(ctx)
 	// Recorded in a defer: ReverseProxy panics with http.ErrAbortHandler
 	// when the copy of a body fails part-way (the client or the upstream
 	// went away), for net/http to close the connection, and that request
