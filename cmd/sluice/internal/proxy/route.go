@@ -131,15 +131,19 @@ func (ts *transports) get(timeout time.Duration) *http.Transport {
 	if tr := ts.m[timeout]; tr != nil {
 		return tr
 	}
+	// The dial and the TLS handshake come before ResponseHeaderTimeout
+	// starts: bounded by the route's timeout too, an upstream whose SYNs
+	// are dropped gets its 504 at the timeout the route was given, not
+	// at the dialer's own.
 	tr := &http.Transport{
 		Proxy:                 nil, // never an environment proxy: the upstream is named in the file
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           (&net.Dialer{Timeout: min(5*time.Second, timeout), KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   1024,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: timeout,
-		TLSHandshakeTimeout:   10 * time.Second, // none by default: a stalled handshake would hold a request
+		TLSHandshakeTimeout:   min(10*time.Second, timeout), // none by default: a stalled handshake would hold a request
 		ExpectContinueTimeout: time.Second,
 	}
 	if ts.m == nil {
