@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -28,7 +29,9 @@ func newForwarding(ip ClientIPConfig) forwarding {
 }
 
 // rewrite runs after SetXForwarded, which set X-Forwarded-For to the peer
-// alone (ReverseProxy drops the inbound forwarding headers before Rewrite).
+// alone and X-Forwarded-Proto and -Host to this proxy's view of the
+// request (ReverseProxy drops the inbound forwarding headers before
+// Rewrite): from a trusted peer, its chain, scheme and host are kept.
 func (f forwarding) rewrite(pr *httputil.ProxyRequest) {
 	peer, trusted := f.ip.Peer(pr.In)
 	if !trusted {
@@ -44,6 +47,15 @@ func (f forwarding) rewrite(pr *httputil.ProxyRequest) {
 	}
 	if prior := pr.In.Header["X-Forwarded-For"]; trusted && len(prior) > 0 {
 		pr.Out.Header.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+pr.Out.Header.Get("X-Forwarded-For"))
+	}
+	if trusted {
+		// A trusted proxy (a TLS terminator) saw the client's scheme and
+		// host; this proxy sees only its own hop, plain HTTP from it.
+		for _, h := range []string{"X-Forwarded-Proto", "X-Forwarded-Host"} {
+			if v := pr.In.Header[h]; len(v) > 0 {
+				pr.Out.Header[h] = slices.Clone(v)
+			}
+		}
 	}
 	if !f.forwarded {
 		return

@@ -73,3 +73,30 @@ routes:
 		t.Errorf("upstream saw %s, want %s", body, want)
 	}
 }
+
+// Behind a TLS terminator in client_ip.trusted_proxies the upstream sees
+// the client's scheme and host as the terminator wrote them, not the
+// proxy's own view of its hop (http); from any other peer, the proxy's.
+func TestForwardedProtoAndHostFromTrustedPeers(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "proto=%q host=%q", r.Header.Values("X-Forwarded-Proto"), r.Header.Values("X-Forwarded-Host"))
+	})
+	for _, tc := range []struct {
+		name, clientIP, want string
+	}{
+		{"trusted", `{trusted_proxies: [127.0.0.1/32]}`, `proto=["https"] host=["example.com"]`},
+		{"untrusted", `{}`, `proto=["http"] host=["proxied.test"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t, "client_ip: "+tc.clientIP+"\nroutes:\n  - name: api\n    upstream: UPSTREAM\n", up)
+			req := newReq(t, "GET", p.url+"/")
+			req.Host = "proxied.test"
+			req.Header.Set("X-Forwarded-Proto", "https")
+			req.Header.Set("X-Forwarded-Host", "example.com")
+			resp, body := get(t, client(t), req)
+			if resp.StatusCode != 200 || body != tc.want {
+				t.Errorf("upstream saw %d %s, want %s", resp.StatusCode, body, tc.want)
+			}
+		})
+	}
+}
