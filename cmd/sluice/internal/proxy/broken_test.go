@@ -114,3 +114,25 @@ policies:
 		t.Errorf("%d in flight after both ended", n)
 	}
 }
+
+// A request no route matches is logged like any other: the docs promise
+// one access log line per request, and /metrics counts it (route "").
+func TestNoRouteIsLogged(t *testing.T) {
+	var log lockedBuffer
+	p := startWith(t, `
+log: {access: true}
+routes:
+  - {name: api, path_prefix: /api, upstream: UPSTREAM}
+`, upstream(t, readAll), slog.New(slog.NewTextHandler(&log, nil)), nil)
+	resp, _ := get(t, client(t), newReq(t, "GET", p.url+"/elsewhere"))
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("status %d, want 404", resp.StatusCode)
+	}
+	if want := `route="" remote=127.0.0.1:`; !strings.Contains(log.String(), want) ||
+		!strings.Contains(log.String(), "path=/elsewhere status=404 bytes=9") {
+		t.Errorf("no access log line of the unrouted request in:\n%s", log.String())
+	}
+	if v := answered(t, p, "", "404"); v != 1 {
+		t.Errorf("requests_total{route=\"\",code=404} = %v, want 1", v)
+	}
+}

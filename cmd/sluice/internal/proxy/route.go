@@ -382,18 +382,24 @@ func (rt *route) record(r *http.Request, st *reqState, access *slog.Logger, clie
 		status = http.StatusOK // nothing written: what net/http sends
 	}
 	rt.metrics.observe(status, dur)
-	if access != nil {
-		access.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("route", rt.name),
-			slog.String("remote", r.RemoteAddr),
-			slog.String("method", r.Method),
-			slog.String("host", r.Host),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", status),
-			slog.Int64("bytes", st.bytes),
-			slog.Duration("duration", dur),
-			slog.Bool("long_lived", st.isLong()))
+	logAccess(access, r, rt.name, status, st.bytes, dur, st.isLong())
+}
+
+// logAccess writes r's access log line (access nil: no access log).
+func logAccess(access *slog.Logger, r *http.Request, route string, status int, bytes int64, dur time.Duration, long bool) {
+	if access == nil {
+		return
 	}
+	access.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("route", route),
+		slog.String("remote", r.RemoteAddr),
+		slog.String("method", r.Method),
+		slog.String("host", r.Host),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int64("bytes", bytes),
+		slog.Duration("duration", dur),
+		slog.Bool("long_lived", long))
 }
 
 func (rt *route) String() string { return fmt.Sprintf("route %q", rt.name) }

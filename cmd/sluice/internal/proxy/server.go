@@ -235,8 +235,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := s.cur.Load().match(r)
 	if rt == nil {
-		http.Error(w, "no route", http.StatusNotFound)
-		s.noRoute.observe(http.StatusNotFound, 0)
+		// Counted and logged like any other request: route "".
+		start := time.Now()
+		const msg = "no route"
+		http.Error(w, msg, http.StatusNotFound)
+		dur := time.Since(start)
+		s.noRoute.observe(http.StatusNotFound, dur)
+		logAccess(s.access, r, "", http.StatusNotFound, int64(len(msg)+1), dur, false) // http.Error adds a newline
 		return
 	}
 	rt.serve(w, r, s.access)
