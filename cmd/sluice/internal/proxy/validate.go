@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/concurrency"
@@ -296,8 +298,14 @@ func checkAddr(a string) error {
 	if a == "" {
 		return fmt.Errorf("required (host:port, e.g. 127.0.0.1:8080)")
 	}
-	if !strings.Contains(a, ":") {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
 		return fmt.Errorf("%q: want host:port", a)
+	}
+	// Numeric: a port net.Listen refuses would fail the start, after
+	// -check passed, without the file's line.
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: port %q: want a number from 0 to 65535", a, port)
 	}
 	return nil
 }

@@ -120,3 +120,31 @@ func TestPolicyNameChecked(t *testing.T) {
 		}
 	}
 }
+
+// listen and admin.listen are host:port with a numeric port, checked at
+// their line: -check passed 127.0.0.1:99999 and 127.0.0.1:port, and
+// serving then failed without file:line and with exit 1, not 2.
+func TestListenAddrChecked(t *testing.T) {
+	const route = "routes: [{name: a, upstream: \"http://127.0.0.1:1\"}]\n"
+	for _, tc := range []struct{ text, want string }{
+		{"listen: 127.0.0.1:99999\n", `f.yaml:1: listen: "127.0.0.1:99999": port "99999": want a number from 0 to 65535`},
+		{"listen: 127.0.0.1:port\n", `f.yaml:1: listen: "127.0.0.1:port": port "port": want a number from 0 to 65535`},
+		{"listen: 127.0.0.1:-1\n", `f.yaml:1: listen: "127.0.0.1:-1": port "-1"`},
+		{"listen: a:b:c\n", `f.yaml:1: listen: "a:b:c": want host:port`},
+		{"admin: {listen: \"127.0.0.1:99999\"}\n", `f.yaml:1: admin.listen: "127.0.0.1:99999": port "99999"`},
+		{"admin:\n  listen: localhost:admin\n", `f.yaml:2: admin.listen: "localhost:admin": port "admin"`},
+		{"listen: :0\n", ""},
+		{"listen: \"[::1]:65535\"\n", ""},
+	} {
+		err := checkText(tc.text + route)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.text, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, yamlfile.ErrInvalid) {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}
