@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -97,7 +98,10 @@ func (c *Config) validate() error {
 			return c.errAt(at+".name", "%q already names routes[%d]", r.Name, j)
 		}
 		routes[r.Name] = i
-		m := r.Host + " " + r.PathPrefix + " " + strings.Join(r.Methods, ",")
+		// The methods as a set: [HEAD, GET] and [GET, GET, HEAD]
+		// match what [GET, HEAD] does.
+		ms := slices.Compact(slices.Sorted(slices.Values(r.Methods)))
+		m := r.Host + " " + r.PathPrefix + " " + strings.Join(ms, ",")
 		if j, ok := matches[m]; ok {
 			return c.errAt(at, "matches the same requests as routes[%d] (host, path_prefix, methods): it would never be used", j)
 		}

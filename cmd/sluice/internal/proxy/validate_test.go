@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -145,6 +146,29 @@ func TestListenAddrChecked(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, yamlfile.ErrInvalid) {
 			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}
+
+// Two routes whose methods are the same set, in another order or with a
+// method repeated, match the same requests: the second would never be
+// used, and -check says so as it does for identical lists.
+func TestRouteMethodsSameSet(t *testing.T) {
+	const r = "  - {name: %s, upstream: \"http://127.0.0.1:1\", methods: %s}\n"
+	for _, tc := range []struct{ a, b, want string }{
+		{"[GET, HEAD]", "[HEAD, GET]", "f.yaml:3: routes[1]: matches the same requests as routes[0]"},
+		{"[GET]", "[GET, GET]", "f.yaml:3: routes[1]: matches the same requests as routes[0]"},
+		{"[GET]", "[GET, HEAD]", ""},
+	} {
+		err := checkText("routes:\n" + fmt.Sprintf(r, "a", tc.a) + fmt.Sprintf(r, "b", tc.b))
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s, %s: %v", tc.a, tc.b, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, yamlfile.ErrInvalid) {
+			t.Errorf("%s, %s: %v, want %q", tc.a, tc.b, err, tc.want)
 		}
 	}
 }
