@@ -172,3 +172,32 @@ func TestRouteMethodsSameSet(t *testing.T) {
 		}
 	}
 }
+
+// An adaptive section written with an empty value is an adaptive limit
+// with every default, as {} is: it was dropped, and the error then named
+// concurrency.limit, which the file never wrote. Other sections written
+// empty are reported at their own keys.
+func TestEmptySectionIsPresent(t *testing.T) {
+	const route = "routes: [{name: a, upstream: \"http://127.0.0.1:1\", policy: p}]\npolicies:\n  - name: p\n"
+	for _, adaptive := range []string{"    concurrency:\n      adaptive:\n", "    concurrency: {adaptive: null}\n"} {
+		c, err := ParseConfig("f.yaml", []byte(route+adaptive))
+		if err == nil {
+			err = Check(c)
+		}
+		if err != nil {
+			t.Errorf("%q: %v", adaptive, err)
+			continue
+		}
+		if a := c.Policies[0].adaptive(); a == nil || a.Algorithm != RecommendedAlgorithm {
+			t.Errorf("%q: adaptive %+v, want the recommended algorithm", adaptive, a)
+		}
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"    rate:\n", "f.yaml:4: policies[0].rate.rate"},
+		{"    concurrency:\n", "f.yaml:4: policies[0].concurrency.limit"},
+	} {
+		if err := checkText(route + tc.text); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}

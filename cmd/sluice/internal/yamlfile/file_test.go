@@ -57,6 +57,12 @@ func TestDecode(t *testing.T) {
 	if _, err := Decode("f.yaml", []byte("name: x\n"), &absent, Options{}); err != nil || absent.Section != nil {
 		t.Errorf("an absent section: %+v, %v; want nil", absent.Section, err)
 	}
+	for _, text := range []string{"section:\n", "section: null\n", "section: ~\n"} {
+		var empty doc
+		if _, err := Decode("f.yaml", []byte(text), &empty, Options{}); err != nil || empty.Section == nil {
+			t.Errorf("%q: section %+v, %v; want present, as {}", text, empty.Section, err)
+		}
+	}
 }
 
 func TestDecodeErrors(t *testing.T) {

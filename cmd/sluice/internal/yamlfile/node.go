@@ -108,7 +108,14 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		d.lines[path] = n.Line
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return // "key:" with nothing: leave the default
+		// "key:" with nothing: leave the default. But an optional
+		// section so written is present, as "key: {}" is: the file
+		// named it, and dropping it would report what it lacks under
+		// whatever the file meant it to replace.
+		if v.Kind() == reflect.Pointer && v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		return
 	}
 	if v.Type() == durationType {
 		d.duration(n, path, v)
