@@ -86,7 +86,9 @@ func runProxy(e env, fs *flag.FlagSet, args []string) int {
 		return ExitFail
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining requests in flight", "drain_timeout", cfg.DrainTimeout)
+	// The serving config's: a reload may have changed it since cfg, and
+	// Shutdown drains with the serving one.
+	log.Info("shutting down: draining requests in flight", "drain_timeout", s.Config().DrainTimeout)
 	code := ExitOK
 	if err := s.Shutdown(context.Background()); err != nil {
 		log.Error("drain cut short", "err", err)

@@ -40,7 +40,8 @@ func TestProxyCheck(t *testing.T) {
 }
 
 // The command end to end: it starts, says its admin API is on loopback,
-// proxies, reloads on SIGHUP, and on SIGTERM drains and exits 0.
+// proxies, reloads on SIGHUP, and on SIGTERM drains and exits 0, its
+// log line giving the drain_timeout the reload set (it gave the first).
 func TestProxyServesReloadsAndStopsOnSignals(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,13 +51,13 @@ func TestProxyServesReloadsAndStopsOnSignals(t *testing.T) {
 	go up.Serve(ln)
 	defer up.Close()
 	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
-	write := func(limit int) {
-		text := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\nreload: {poll: 0s}\nroutes:\n  - {name: a, upstream: \"http://%s\", policy: p}\npolicies:\n  - {name: p, concurrency: {limit: %d}}\n", ln.Addr(), limit)
+	write := func(limit int, drain string) {
+		text := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\nreload: {poll: 0s}\ndrain_timeout: %s\nroutes:\n  - {name: a, upstream: \"http://%s\", policy: p}\npolicies:\n  - {name: p, concurrency: {limit: %d}}\n", drain, ln.Addr(), limit)
 		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(5)
+	write(5, "30s")
 	var stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- Main([]string{"proxy", "-config", cfg}, io.Discard, &stderr) }()
@@ -87,7 +88,7 @@ func TestProxyServesReloadsAndStopsOnSignals(t *testing.T) {
 		t.Fatalf("through the proxy: %q", got)
 	}
 
-	write(9)
+	write(9, "7s")
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +107,9 @@ func TestProxyServesReloadsAndStopsOnSignals(t *testing.T) {
 	case code := <-done:
 		if code != ExitOK {
 			t.Errorf("exit %d after SIGTERM, want 0:\n%s", code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "draining requests in flight\" drain_timeout=7s") {
+			t.Errorf("the shutdown line does not give the reloaded drain_timeout (7s):\n%s", stderr.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no exit 30 s after SIGTERM:\n%s", stderr.String())
