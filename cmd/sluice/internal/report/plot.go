@@ -204,6 +204,13 @@ func latencyPanel(r *Report) *plot.Plot {
 	// narrow range such as 1.0-2.4 s reads 1000 at the bottom and 5000 at
 	// the top, not one lonely label.
 	p.Y.Min, p.Y.Max = niceBelow(p.Y.Min), niceAbove(p.Y.Max)
+	if p.Y.Min == p.Y.Max {
+		// Every latency was the same tick value (a constant 1 ms
+		// service): gonum widens an empty range by ±1, which is <= 0 for
+		// a value of 1 or less and panics on a log scale. Widen it by a
+		// factor instead, to the ticks either side, which stay > 0.
+		p.Y.Min, p.Y.Max = niceBelow(p.Y.Min/2), niceAbove(p.Y.Max*2)
+	}
 	return p
 }
 

@@ -462,3 +462,35 @@ func TestPlotSVGNames(t *testing.T) {
 		}
 	}
 }
+
+// TestPlotOneLatency: when every success took the same time and it is a
+// tick value (1, 2, 5 × 10^n ms, as a constant 1 ms service gives), the
+// latency axis rounded to an empty range, which gonum widened by ±1 to
+// <= 0 and then panicked on ("Values must be greater than 0 for a log
+// scale").
+func TestPlotOneLatency(t *testing.T) {
+	for _, ms := range []float64{0.001, 0.5, 1, 2, 5, 1000} {
+		r := sample()
+		for i := range r.Policies {
+			for j := range r.Policies[i].Series {
+				r.Policies[i].Series[j].P50Ms, r.Policies[i].Series[j].P99Ms = ms, ms
+			}
+		}
+		p := latencyPanel(r)
+		if !(p.Y.Min > 0 && p.Y.Min < ms && ms < p.Y.Max) {
+			t.Errorf("%g ms: latency axis [%g, %g], want 0 < min < %g < max", ms, p.Y.Min, p.Y.Max, ms)
+		}
+		for _, format := range []string{"svg", "png"} {
+			func() {
+				defer func() {
+					if v := recover(); v != nil {
+						t.Errorf("%g ms, %s: panic: %v", ms, format, v)
+					}
+				}()
+				if err := Plot(&bytes.Buffer{}, format, r); err != nil {
+					t.Errorf("%g ms, %s: %v", ms, format, err)
+				}
+			}()
+		}
+	}
+}
