@@ -262,6 +262,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
 	f.Add([]byte("duration: 10s\norigin: {workers: 2, service: {kind: constant, mean: 1s}}\nload: {rate: 1}\npolicies:\n  - &p {name: a, kind: concurrency, limit: 5}\n  - {<<: [*p, *p], name: b}\n"))
 	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("duration: 10s\norigin: &o {<<: *o, n: 1}\nload: {rate: 1}\npolicies: [{kind: none}]\n"))
 	f.Add([]byte("- 1\n---\n- 2\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse("f.yaml", data)

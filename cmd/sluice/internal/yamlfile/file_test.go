@@ -170,3 +170,46 @@ func TestDecodeChainedMerge(t *testing.T) {
 		t.Errorf("shapes %+v, %v; want the third merged from the second, side 4", v.Shapes, err)
 	}
 }
+
+// TestDecodeSelfMerge: a merge key that reaches the mapping it is in, or
+// one whose merge keys led to it, is an error at the alias, found at once;
+// it used to expand level after level until the step budget ran out,
+// copying the growing pair list at each level (a minute of CPU for a
+// 4-line file).
+func TestDecodeSelfMerge(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"section: &o {<<: *o, n: 1}\n", "f.yaml:1: section.<<: merge key includes its own mapping (line 1)"},
+		{"items: [&p {<<: [*p, *p], v: b}]\n", "f.yaml:1: items[0].<<: merge key includes its own mapping (line 1)"},
+		{"name: x\nsection: &o {<<: {<<: *o, n: 2}, n: 1}\n", "f.yaml:2: section.<<: merge key includes its own mapping (line 2)"},
+	} {
+		var d doc
+		start := time.Now()
+		_, err := Decode("f.yaml", []byte(tc.in), &d, Options{})
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want %q", tc.in, err, tc.want)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("%q: took %v", tc.in, el)
+		}
+	}
+}
+
+// TestDecodeDeepMerge: a long chain of mappings each merging the one
+// before is charged for the pairs each level copies, so it is refused
+// within the step budget instead of doing quadratic work under it. (The
+// chain hangs off unknown keys, which are not decoded, so that only the
+// final merge walks it.)
+func TestDecodeDeepMerge(t *testing.T) {
+	var b strings.Builder
+	const levels = 20000
+	b.WriteString("x0: &a0 {n: 1}\n")
+	for i := 1; i < levels; i++ {
+		fmt.Fprintf(&b, "x%d: &a%d {<<: *a%d, n: 1}\n", i, i, i-1)
+	}
+	fmt.Fprintf(&b, "section: {<<: *a%d}\n", levels-1)
+	var d doc
+	_, err := Decode("f.yaml", []byte(b.String()), &d, Options{})
+	if err == nil || !strings.Contains(err.Error(), "once aliases and merge keys are expanded") {
+		t.Errorf("%d chained merges: %v, want the step budget's error", levels, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -91,7 +92,15 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	if len(d.errs) >= maxErrors {
 		return
 	}
-	d.errs = append(d.errs, &Error{File: d.file, Line: n.Line, Field: path, Msg: fmt.Sprintf(format, args...)})
+	e := &Error{File: d.file, Line: n.Line, Field: path, Msg: fmt.Sprintf(format, args...)}
+	for _, prev := range d.errs {
+		// The same problem met again (a merge list naming one bad
+		// mapping twice, say) says nothing new.
+		if p, ok := prev.(*Error); ok && *p == *e {
+			return
+		}
+	}
+	d.errs = append(d.errs, e)
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
@@ -234,7 +243,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value, extra ...f
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if k.Tag == "!!merge" {
-			merged = append(merged, d.mergePairs(val, path)...)
+			merged = append(merged, d.mergePairs(val, path, []*yaml.Node{n})...)
 			continue
 		}
 		kp := join(path, k.Value)
@@ -272,33 +281,49 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value, extra ...f
 // anchored mapping, or a list of them (earlier ones win). A mapping that
 // has merge keys of its own brings what they bring too, after its own
 // keys, which win over them; no merge key is among the pairs returned.
-func (d *decoder) mergePairs(val *yaml.Node, path string) []*yaml.Node {
+// onPath holds the mappings whose merge keys led here, starting with the
+// one being decoded: a merge that reaches one of them again
+// ("&o {<<: *o}") is refused, as it would bring its own keys without end.
+func (d *decoder) mergePairs(val *yaml.Node, path string, onPath []*yaml.Node) []*yaml.Node {
+	at := val // the alias, to report where it is written
 	for val.Kind == yaml.AliasNode && val.Alias != nil {
 		val = val.Alias
 	}
 	if !d.spend(val, len(val.Content)) {
 		return nil
 	}
+	var out []*yaml.Node
 	switch val.Kind {
 	case yaml.MappingNode:
-		var own, merged []*yaml.Node
+		if slices.Contains(onPath, val) {
+			d.errorf(at, join(path, "<<"), "merge key includes its own mapping (line %d)", val.Line)
+			return nil
+		}
+		onPath = append(onPath, val)
+		var merged []*yaml.Node
 		for i := 0; i+1 < len(val.Content); i += 2 {
 			if k := val.Content[i]; k.Tag == "!!merge" {
-				merged = append(merged, d.mergePairs(val.Content[i+1], path)...)
+				merged = append(merged, d.mergePairs(val.Content[i+1], path, onPath)...)
 			} else {
-				own = append(own, k, val.Content[i+1])
+				out = append(out, k, val.Content[i+1])
 			}
 		}
-		return append(own, merged...)
+		out = append(out, merged...)
 	case yaml.SequenceNode:
-		var out []*yaml.Node
 		for _, e := range val.Content {
-			out = append(out, d.mergePairs(e, path)...)
+			out = append(out, d.mergePairs(e, path, onPath)...)
 		}
-		return out
+	default:
+		d.errorf(val, join(path, "<<"), "a merge key takes a mapping or a list of them, got %s", describe(val))
+		return nil
 	}
-	d.errorf(val, join(path, "<<"), "a merge key takes a mapping or a list of them, got %s", describe(val))
-	return nil
+	// Each level copies what the levels below it brought: charge for it,
+	// or merges nested deep enough would do quadratic work within the
+	// budget.
+	if !d.spend(val, len(out)) {
+		return nil
+	}
+	return out
 }
 
 func join(path, key string) string {

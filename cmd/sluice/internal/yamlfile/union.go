@@ -34,7 +34,7 @@ func (d *decoder) union(n *yaml.Node, path string, v reflect.Value, u Union) {
 	at, found := findKey(n.Content, u.Key)
 	for i := 0; !found && i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Tag == "!!merge" {
-			at, found = findKey(d.mergePairs(n.Content[i+1], path), u.Key)
+			at, found = findKey(d.mergePairs(n.Content[i+1], path, []*yaml.Node{n}), u.Key)
 		}
 	}
 	if !found {
