@@ -269,6 +269,9 @@ func TestLoadBadInput(t *testing.T) {
 		{[]string{"-rate", "10", "-duration", "1s", "-burst-count", "3", "-burst-at", "1s", u}, "-burst-count, -burst-at: needs -burst"},
 		{[]string{"-rate", "10", "-duration", "1s", "-H", "Bad(Name: x", u}, `-H: not a header field name, got "Bad(Name: x"`},
 		{[]string{"-rate", "10", "-duration", "1s", "-timescale", "0", u}, "-timescale: must be > 0"},
+		// Checked only before scaling, these ran (0 s; 1e9/s) and exited 0.
+		{[]string{"-rate", "10", "-duration", "1s", "-timescale", "1e-300", u}, "-timescale: scales duration from 1s to 0s, which must be > 0, got 1e-300"},
+		{[]string{"-rate", "1e6", "-duration", "10s", "-timescale", "1e-3", u}, "-timescale: scales load.rate from 1e+06 to 1e+09, which must be at most 1e+06/s, got 0.001"},
 		{[]string{"-scenario", bad, u}, bad + ":4: load.rate"},
 		{[]string{"-scenario", retries, u}, retries + ":5: load.retries: retries are not supported"},
 		// A flag's value is the flag's error, not the file's.

@@ -103,6 +103,9 @@ type Config struct {
 	// that a run against an origin with the same TimeScale keeps the
 	// ratios. Default (0) 1; must be in (0, 1000], and no scaled
 	// duration may exceed the longest time.Duration (about 292 years).
+	// The scaled schedule must keep the bounds the given one has: a
+	// Duration and a set Timeout above 0, steps in increasing time order,
+	// every rate (the bursts' too: Size per Every) at most MaxRate.
 	TimeScale float64
 	// Seed seeds the Poisson arrivals: with a scenario's seed they are the
 	// simulator's send times (sim.ArrivalRand). Default 0, a seed like any
@@ -289,7 +292,11 @@ func (c Config) validate() (Config, error) {
 	case c.Rate == 0 && b.Size == 0 && len(c.Steps) == 0:
 		return bad("load.rate", c.Rate, "no load: set a rate, steps or bursts")
 	}
+	orig := c
 	if c, err = c.scaled(); err != nil {
+		return c, err
+	}
+	if err := c.checkScaled(orig); err != nil {
 		return c, err
 	}
 	// The series spans the scaled duration; Interval is not scaled.
@@ -356,4 +363,52 @@ func (c Config) scaled() (Config, error) {
 	}
 	c.Bursts.At, c.Bursts.Every = d("load.bursts.at", c.Bursts.At), d("load.bursts.every", c.Bursts.Every)
 	return c, err
+}
+
+// checkScaled checks c, orig after scaled, against the bounds validate
+// checked on orig: a small TimeScale rounds durations down to nothing and
+// multiplies rates past MaxRate (a 1 s run at 1e-300 ran for 0 s; 1e6/s at
+// 1e-3 offered 1e9/s; both "passed"). The error names the timescale, which
+// moved the value out of bounds, and the setting it moved.
+func (c Config) checkScaled(orig Config) error {
+	f := c.TimeScale
+	bad := func(field string, from, to any, allowed string) error {
+		if f == 1 {
+			return sluice.NewConfigError("load", field, to, allowed)
+		}
+		return sluice.NewConfigError("load", "timescale", f, fmt.Sprintf("scales %s from %v to %v, which %s", field, from, to, allowed))
+	}
+	maxRate := fmt.Sprintf("must be at most %g/s", MaxRate)
+	switch {
+	case c.Duration <= 0:
+		return bad("duration", orig.Duration, c.Duration, "must be > 0")
+	case c.Warmup >= c.Duration:
+		return bad("warmup", orig.Warmup, c.Warmup, "must be less than the duration, "+c.Duration.String())
+	case orig.Timeout > 0 && c.Timeout <= 0: // 0 would mean no timeout
+		return bad("load.timeout", orig.Timeout, c.Timeout, "must be > 0")
+	case !validRate(c.Rate):
+		return bad("load.rate", orig.Rate, c.Rate, maxRate)
+	}
+	var last time.Duration
+	for i, st := range c.Steps {
+		field := fmt.Sprintf("load.steps[%d]", i)
+		if st.At <= last {
+			return bad(field+".at", orig.Steps[i].At, st.At, "must be after 0 and after the step before")
+		}
+		last = st.At
+		if !validRate(st.Rate) {
+			return bad(field+".rate", orig.Steps[i].Rate, st.Rate, maxRate)
+		}
+	}
+	if b := c.Bursts; b.Size > 0 && b.Count > 1 {
+		if b.Every <= 0 {
+			return bad("load.bursts.every", orig.Bursts.Every, b.Every, "must be > 0 with more than one burst")
+		}
+		// Bursts one after another are a rate too: size per every.
+		if r := float64(b.Size) / b.Every.Seconds(); !validRate(r) {
+			return bad("load.bursts.every", orig.Bursts.Every, b.Every,
+				fmt.Sprintf("must leave the bursts' rate (%d requests each every) at most %g/s, not %g/s", b.Size, MaxRate, r))
+		}
+	}
+	return nil
 }

@@ -608,3 +608,41 @@ func TestRunStoppedBeforeStart(t *testing.T) {
 		t.Errorf("err = %v, want context.Canceled and not ErrUnreachable", err)
 	}
 }
+
+// TestTimeScaleChecksAfter: the bounds hold after -timescale as before
+// it. They were checked only before: a 1 s run at 1e-300 lasted 0 s, 1e6/s
+// at 1e-3 offered 1e9/s for 10 ms and took 12 s, and both exited 0.
+func TestTimeScaleChecksAfter(t *testing.T) {
+	base := Config{URL: "http://127.0.0.1:1/", Duration: 10 * time.Second, Load: sim.Load{Rate: 10}}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // in the message; the field is always timescale
+	}{
+		{"duration to 0", func(c *Config) { c.Duration, c.TimeScale = time.Second, 1e-300 }, "scales duration from 1s to 0s, which must be > 0"},
+		{"rate", func(c *Config) { c.Rate, c.TimeScale = 1e6, 1e-3 }, "scales load.rate from 1e+06 to 1e+09, which must be at most 1e+06/s"},
+		{"a day", func(c *Config) { c.Duration, c.TimeScale = 24*time.Hour, 1e-6 }, "scales load.rate from 10 to 1e+07"},
+		{"step rate", func(c *Config) { c.Steps, c.TimeScale = []sim.Step{{At: 5 * time.Second, Rate: 5000}}, 1e-3 }, "scales load.steps[0].rate from 5000 to 5e+06"},
+		{"steps together", func(c *Config) {
+			c.Steps, c.TimeScale = []sim.Step{{At: 1, Rate: 1}, {At: 2, Rate: 1}}, 0.1
+		}, "scales load.steps[0].at from 1ns to 0s, which must be after 0"},
+		{"timeout to none", func(c *Config) { c.Timeout, c.TimeScale = time.Nanosecond, 0.5 }, "scales load.timeout from 1ns to 0s, which must be > 0"},
+		{"bursts every", func(c *Config) {
+			c.Bursts, c.TimeScale = sim.Bursts{Size: 1000, Count: 3, Every: time.Second}, 1e-4
+		}, "scales load.bursts.every from 1s to 100µs, which must leave the bursts' rate (1000 requests each every) at most 1e+06/s, not 1e+07/s"},
+	} {
+		c := base
+		tc.edit(&c)
+		_, err := c.validate()
+		var ce *sluice.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "timescale" || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want timescale: %q", tc.name, err, tc.want)
+		}
+	}
+	// Unscaled, bursts back to back past MaxRate are refused too.
+	c := base
+	c.Bursts = sim.Bursts{Size: 1000, Count: 3, Every: time.Microsecond}
+	if _, err := c.validate(); err == nil || !strings.Contains(err.Error(), "load.bursts.every = 1µs") {
+		t.Errorf("bursts of 1000 every 1µs: %v", err)
+	}
+}
