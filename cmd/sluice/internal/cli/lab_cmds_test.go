@@ -302,3 +302,37 @@ func TestLoadUnreachable(t *testing.T) {
 		t.Errorf("took %v", el)
 	}
 }
+
+// TestLoadFileStepsAndBursts: a scenario file's steps and bursts that the
+// load generator refuses are errors at the file's line, as its rate is; a
+// flag that replaces them is blamed only when given. They were blamed on
+// -burst and -step, which the user never gave, with no line.
+func TestLoadFileStepsAndBursts(t *testing.T) {
+	dir := t.TempDir()
+	head := "duration: 1m\norigin: {workers: 1, service: {kind: constant, mean: 1s}}\nload:\n  rate: 4\n"
+	bursts, steps := filepath.Join(dir, "bursts.yaml"), filepath.Join(dir, "steps.yaml")
+	if err := os.WriteFile(bursts, []byte(head+"  bursts: {size: 2000000, count: 1, at: 20s}\npolicies: [{kind: none}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(steps, []byte(strings.Replace(head, "1m", "5s", 1)+"  steps:\n    - {at: 1s, rate: 10}\n    - {at: 2s, rate: 1500000}\npolicies: [{kind: none}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "http://127.0.0.1:9/"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-scenario", bursts, u}, bursts + ":5: load.bursts.size: must be in [0, 1e+06], got 2000000"},
+		{[]string{"-scenario", steps, u}, steps + ":7: load.steps[1].rate: must be in [0, 1e+06], got 1.5e+06"},
+		// Replaced by a flag, the flag's value is at fault.
+		{[]string{"-scenario", bursts, "-burst", "3000000", u}, "-burst: must be in [0, 1e+06], got 3000000"},
+		{[]string{"-scenario", steps, "-step", "1s=2000000", u}, "-step: steps[0].rate: must be in [0, 1e+06], got 2e+06"},
+		{[]string{"-scenario", steps, "-ramp-to", "2000000", u}, "-ramp-to: must be in [0, 1e+06], got 2e+06"},
+		{[]string{"-rate", "1", "-duration", "1s", "-ramp-to", "2000000", u}, "-ramp-to: must be in [0, 1e+06], got 2e+06"},
+	} {
+		code, _, errs := run(append([]string{"load"}, tc.args...)...)
+		if code != ExitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("load %q: exit %d, stderr %q, want exit 2 naming %q", tc.args, code, errs, tc.want)
+		}
+	}
+}

@@ -159,7 +159,7 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 		if ferr := fromFile(sf, set, err); ferr != nil {
 			return badScenario(e, "load", ferr)
 		}
-		if name, problem, ok := asFlag(err, sf == nil && !set["duration"]); ok {
+		if name, problem, ok := asFlag(err, sf == nil && !set["duration"], set["ramp-to"]); ok {
 			return usageError(fs, name, errors.New(problem))
 		}
 		return configError(fs, err) // the config: nothing was sent
@@ -233,11 +233,25 @@ func (h *headerFlag) Set(v string) error {
 	return nil
 }
 
-// fileFields are the load settings a scenario file gives, with the flag
-// that overrides each ("": none).
-var fileFields = map[string]string{
-	"duration": "duration", "warmup": "warmup", "load.rate": "rate", "load.arrivals": "arrivals",
-	"load.timeout": "timeout", "load.client_workers": "max-outstanding", "load.retries": "",
+// fileFields are the load settings a scenario file gives, with the flags
+// that override each (none: nothing does). A step's or a burst's field
+// goes by its section's name (see fileField).
+var fileFields = map[string][]string{
+	"duration": {"duration"}, "warmup": {"warmup"}, "load.rate": {"rate"}, "load.arrivals": {"arrivals"},
+	"load.timeout": {"timeout"}, "load.client_workers": {"max-outstanding"}, "load.retries": nil,
+	"load.steps": {"step", "ramp-to"}, "load.ramp": {"step", "ramp-to"}, "load.bursts": {"burst"},
+}
+
+// fileField is the fileFields key of a config error's field:
+// load.steps[2].rate is one of load.steps, load.bursts.size of load.bursts.
+func fileField(field string) string {
+	switch {
+	case strings.HasPrefix(field, "load.steps["):
+		return "load.steps"
+	case strings.HasPrefix(field, "load.bursts."):
+		return "load.bursts"
+	}
+	return field
 }
 
 // flagFields are the flags (and the URL argument) that set load settings,
@@ -253,14 +267,18 @@ var flagFields = map[string]string{
 
 // asFlag names the flag behind a config error that no scenario file
 // placed (see fromFile): the user typed -rate, not load.rate. A duration
-// that nothing gave is missing, not out of range.
-func asFlag(err error, noDuration bool) (name, problem string, ok bool) {
+// that nothing gave is missing, not out of range. rampTo says the steps
+// are -ramp-to's one, not -step's.
+func asFlag(err error, noDuration, rampTo bool) (name, problem string, ok bool) {
 	field, problem, ok := lab.ConfigProblem(err)
 	if !ok {
 		return "", "", false
 	}
 	name, ok = flagFields[field]
-	if strings.HasPrefix(field, "load.steps[") { // the n-th -step
+	switch {
+	case strings.HasPrefix(field, "load.steps[") && rampTo: // the step -ramp-to made
+		name, ok = "-ramp-to", true
+	case strings.HasPrefix(field, "load.steps["): // the n-th -step
 		name, ok, problem = "-step", true, field[len("load."):]+": "+problem
 	}
 	if !ok {
@@ -282,9 +300,14 @@ func fromFile(f *scenario.File, set map[string]bool, err error) error {
 	if !ok {
 		return nil
 	}
-	flagName, ok := fileFields[field]
-	if !ok || flagName != "" && set[flagName] {
+	flags, ok := fileFields[fileField(field)]
+	if !ok {
 		return nil
+	}
+	for _, name := range flags {
+		if set[name] {
+			return nil // the flag's value, not the file's
+		}
 	}
 	return f.ErrorAt(field, problem, err)
 }
