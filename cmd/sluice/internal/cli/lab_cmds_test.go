@@ -190,6 +190,13 @@ func TestOriginBadInput(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("duration: 1m\norigin:\n  workers: 2\n  service: {kind: gamma, mean: 1s}\nload: {rate: 1}\npolicies: [{kind: none}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	many, manyLater := filepath.Join(dir, "many.yaml"), filepath.Join(dir, "many-later.yaml")
+	if err := os.WriteFile(many, []byte("duration: 1m\norigin:\n  workers: 200000\n  service: {kind: constant, mean: 1s}\nload: {rate: 1}\npolicies: [{kind: none}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manyLater, []byte("duration: 1m\norigin:\n  workers: 2\n  service: {kind: constant, mean: 1s}\n  changes: [{at: 10s, workers: 200000}]\nload: {rate: 1}\npolicies: [{kind: none}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -206,6 +213,11 @@ func TestOriginBadInput(t *testing.T) {
 		{[]string{"-workers", "2", "-work", "1s", "-change", "60s:work=2s", "-change", "30s:workers=3"}, "origin.changes[1].at"},
 		{[]string{"-work", "1s", "a.yaml", "b.yaml"}, "at most one scenario file"},
 		{[]string{bad}, bad + ":4: origin.service.kind"},
+		// Valid for the simulator, not for the origin: at the file's
+		// line, as sluice lab and sluice load say; it had no line.
+		{[]string{many}, many + ":3: origin.workers: must be at most 100000, got 200000"},
+		{[]string{many, "-workers", "300000"}, "origin.workers = 300000: must be at most 100000"},
+		{[]string{manyLater}, manyLater + ":5: origin.changes[0].workers: must be in [0, 100000] (0: unchanged), got 200000"},
 		// A file that cannot be opened is bad input too, as for sim.
 		{[]string{missing}, missing + ": no such file"},
 		{[]string{"--", dir}, dir + " is a directory, not a scenario file"},

@@ -13,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/lab"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -42,11 +44,13 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 	}
 
 	var cfg origin.Config
+	var sf *scenario.File
 	if len(pos) == 1 {
 		f, err := loadScenario(pos[0])
 		if err != nil {
 			return badScenario(e, "origin", err)
 		}
+		sf = f
 		cfg.Origin = f.Origin
 		cfg.Seed = f.Seed
 	} else {
@@ -106,6 +110,9 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 
 	srv, err := origin.New(cfg)
 	if err != nil {
+		if ferr := originFromFile(sf, set, err); ferr != nil {
+			return badScenario(e, "origin", ferr)
+		}
 		return configError(fs, err)
 	}
 	defer srv.Close()
@@ -174,6 +181,37 @@ func listen(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("port %s is in use (listen %s): pick another with -addr", port, addr)
 	}
 	return ln, err
+}
+
+// originFileFields are the origin settings a scenario file gives, with
+// the flag that overrides each; a change's fields go by origin.changes.
+var originFileFields = map[string]string{
+	"origin.workers": "workers", "origin.queue": "queue", "origin.timeout": "timeout",
+	"origin.service.kind": "dist", "origin.service.mean": "work", "origin.service.sigma": "sigma",
+	"origin.service.tail": "tail", "origin.service.tail_fraction": "tail-fraction",
+	"origin.changes": "change",
+}
+
+// originFromFile places a config error at its line in the scenario file f
+// when the field came from the file (no flag set it), as sluice lab and
+// sluice load do, or returns nil.
+func originFromFile(f *scenario.File, set map[string]bool, err error) error {
+	if f == nil {
+		return nil
+	}
+	field, problem, ok := lab.ConfigProblem(err)
+	if !ok {
+		return nil
+	}
+	key := field
+	if strings.HasPrefix(field, "origin.changes[") {
+		key = "origin.changes"
+	}
+	flagName, ok := originFileFields[key]
+	if !ok || set[flagName] {
+		return nil
+	}
+	return f.ErrorAt(field, problem, err)
 }
 
 // configError reports a bad configuration (a *sluice.ConfigError names the
