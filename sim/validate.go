@@ -145,8 +145,10 @@ func (d *Dist) validate(f string) error {
 		if !(d.TailFraction >= 0 && d.TailFraction <= 1) {
 			return bad(f+".tail_fraction", "must be in [0, 1], got %v", d.TailFraction)
 		}
-	} else if d.Tail != 0 || d.TailFraction != 0 {
+	} else if d.Tail != 0 {
 		return bad(f+".tail", "applies only to bimodal")
+	} else if d.TailFraction != 0 {
+		return bad(f+".tail_fraction", "applies only to bimodal")
 	}
 	return nil
 }

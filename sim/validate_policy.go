@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/rate"
 )
@@ -27,8 +30,21 @@ func (p AdaptivePolicy) validate(f string) error {
 	if _, ok := algorithms[p.algorithm()]; !ok {
 		return bad(f+".algorithm", "unknown algorithm %q (%s)", p.Algorithm, algorithmNames())
 	}
-	if p.Limit < 0 || p.MinLimit < 0 || p.MaxLimit < 0 {
-		return bad(f+".limit", "limits must be >= 0 (0: the algorithm's default)")
+	for _, l := range []struct {
+		key string
+		v   int
+	}{{"limit", p.Limit}, {"min_limit", p.MinLimit}, {"max_limit", p.MaxLimit}} {
+		if l.v < 0 {
+			return bad(f+"."+l.key, "must be >= 0 (0: the algorithm's default), got %d", l.v)
+		}
+	}
+	// The concurrency core takes the initial limit, at least min_limit,
+	// up to concurrency.MaxLimit; max_limit is only a ceiling.
+	if p.Limit > concurrency.MaxLimit {
+		return bad(f+".limit", "must be at most %d, got %d", concurrency.MaxLimit, p.Limit)
+	}
+	if p.MinLimit > concurrency.MaxLimit {
+		return bad(f+".min_limit", "must be at most %d, got %d", concurrency.MaxLimit, p.MinLimit)
 	}
 	if p.MaxLimit > 0 && p.MinLimit > p.MaxLimit {
 		return bad(f+".min_limit", "must be <= max_limit (%d), got %d", p.MaxLimit, p.MinLimit)
@@ -40,7 +56,7 @@ func (p AdaptivePolicy) validate(f string) error {
 	}
 	alg, err := newAlgorithm(&p)
 	if err != nil {
-		return bad(f+"."+string(p.algorithm()), "%v", err)
+		return p.algorithmError(f, err)
 	}
 	if err := p.validateQueue(f); err != nil {
 		return err
@@ -48,6 +64,46 @@ func (p AdaptivePolicy) validate(f string) error {
 	cfg := p.coreConfig(p.Limit)
 	cfg.Algorithm = alg
 	return checkCore(f, cfg)
+}
+
+// algorithmError names the file's key behind an error of the adaptive
+// package, which names its Go config (LittleConfig.InitialLimit): the
+// policy's limit, min_limit or max_limit where the policy set it, else
+// the key in the algorithm's own section (little.initiallimit).
+func (p AdaptivePolicy) algorithmError(f string, err error) error {
+	alg := f + "." + string(p.algorithm())
+	var ce *sluice.ConfigError
+	if !errors.As(err, &ce) {
+		return bad(alg, "%v", err)
+	}
+	_, name, _ := strings.Cut(ce.Field, ".") // InitialLimit
+	key, names := alg+"."+strings.ToLower(name), algorithmKeys
+	for _, l := range []struct {
+		goName, key string
+		v           int
+	}{{"InitialLimit", "limit", p.Limit}, {"MinLimit", "min_limit", p.MinLimit}, {"MaxLimit", "max_limit", p.MaxLimit}} {
+		if name == l.goName && l.v != 0 {
+			key, names = f+"."+l.key, policyNames
+		}
+	}
+	return configProblem(key, names, ce)
+}
+
+// The Go names in the decision code's messages, spelled as a file's keys:
+// the policy's own, or those of an algorithm's section.
+var (
+	policyNames   = strings.NewReplacer("Config.Limit", "limit", "MinLimit", "min_limit", "MaxLimit", "max_limit")
+	algorithmKeys = strings.NewReplacer("InitialLimit", "initiallimit", "MinLimit", "minlimit", "MaxLimit", "maxlimit")
+)
+
+// configProblem is ce, a config error of the decision code, as a problem
+// with the file's key field.
+func configProblem(field string, names *strings.Replacer, ce *sluice.ConfigError) error {
+	allowed := names.Replace(ce.Allowed)
+	if ce.Value == nil {
+		return bad(field, "%s", allowed)
+	}
+	return bad(field, "%s, got %v", allowed, ce.Value)
 }
 
 func (p TokenBucketPolicy) validate(f string) error {
@@ -83,12 +139,29 @@ func checkRate(f string, rate float64, burst int) error {
 }
 
 // checkCore reports what the decision code itself refuses (a limit past
-// its bounds), so that Run cannot fail on a scenario Validate passed.
+// its bounds), so that Run cannot fail on a scenario Validate passed. The
+// error names the file's key (queue), not the Go field (Config.MaxQueue).
 func checkCore(f string, cfg concurrency.Config) error {
-	if _, err := concurrency.NewCore(cfg); err != nil {
+	_, err := concurrency.NewCore(cfg)
+	if err == nil {
+		return nil
+	}
+	var ce *sluice.ConfigError
+	if !errors.As(err, &ce) {
 		return bad(f, "%v", err)
 	}
-	return nil
+	key, ok := coreKeys[ce.Field]
+	if !ok {
+		return bad(f, "%v", err)
+	}
+	return configProblem(f+"."+key, policyNames, ce)
+}
+
+// coreKeys are the file's keys of the concurrency.Config fields.
+var coreKeys = map[string]string{
+	"Config.Limit": "limit", "Config.Algorithm.Limit()": "limit", "Config.MaxQueue": "queue",
+	"Config.MaxWait": "max_wait", "Config.MaxWaitServices": "max_wait_services",
+	"Config.Discipline": "discipline", "Config.CoDelTarget": "codel_target", "Config.CoDelInterval": "codel_interval",
 }
 
 // validateQueue checks the queue's fields; f is its policy's path (the
@@ -112,7 +185,11 @@ func (q QueueConfig) validateQueue(f string) error {
 		return bad(f+".discipline", "unknown discipline %d (fifo, lifo, codel, adaptive_lifo)", q.Discipline)
 	}
 	if (q.CoDelTarget != 0 || q.CoDelInterval != 0) && q.Discipline != concurrency.CoDel && q.Discipline != concurrency.AdaptiveLIFO {
-		return bad(f+".codel_target", "applies only to the codel and adaptive_lifo disciplines")
+		key := "codel_target"
+		if q.CoDelTarget == 0 {
+			key = "codel_interval" // the one set
+		}
+		return bad(f+"."+key, "applies only to the codel and adaptive_lifo disciplines")
 	}
 	return nil
 }

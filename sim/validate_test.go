@@ -84,7 +84,7 @@ func TestValidate(t *testing.T) {
 		{"policies[0].limit", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{} }},
 		{"policies[0].algorithm", func(s *Scenario) { s.Policies[0] = AdaptivePolicy{Algorithm: "bbr"} }},
 		{"policies[0].min_limit", func(s *Scenario) { s.Policies[0] = AdaptivePolicy{MinLimit: 5, MaxLimit: 4} }},
-		{"policies[0].aimd", func(s *Scenario) {
+		{"policies[0].aimd.backoff", func(s *Scenario) {
 			s.Policies[0] = AdaptivePolicy{Algorithm: AIMD, AIMD: adaptive.AIMDConfig{Backoff: 1.5}}
 		}},
 		{"policies[0].vegas", func(s *Scenario) {
@@ -110,7 +110,7 @@ func TestValidate(t *testing.T) {
 			s.Policies[0] = ConcurrencyPolicy{Limit: 1, QueueConfig: QueueConfig{CoDelTarget: time.Second}}
 		}},
 		// What the decision code refuses.
-		{"policies[0]", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: concurrency.MaxLimit + 1} }},
+		{"policies[0].limit", func(s *Scenario) { s.Policies[0] = ConcurrencyPolicy{Limit: concurrency.MaxLimit + 1} }},
 		// The size of the run, and times whose sums would overflow.
 		{"duration", func(s *Scenario) { s.Duration = maxDuration + 1 }},
 		{"interval", func(s *Scenario) { s.Interval = time.Microsecond }},
@@ -156,5 +156,41 @@ func TestValidateNegativeChange(t *testing.T) {
 	err := s.Validate()
 	if err == nil || !strings.Contains(err.Error(), "origin.changes[0].at") || !strings.Contains(err.Error(), "must be >= 0") {
 		t.Errorf("err = %v, want origin.changes[0].at: must be >= 0", err)
+	}
+}
+
+// TestValidateNamesTheKeySet: an error names the key the file set, in the
+// file's spelling. It named a sibling key that was not set (codel_target
+// for codel_interval, tail for tail_fraction, limit for max_limit), or the
+// decision code's Go fields (LittleConfig.InitialLimit, Config.MaxQueue).
+func TestValidateNamesTheKeySet(t *testing.T) {
+	for _, tc := range []struct {
+		p     Policy
+		field string
+		msg   string
+	}{
+		{ConcurrencyPolicy{Limit: 2, QueueConfig: QueueConfig{CoDelInterval: time.Second}}, "policies[0].codel_interval", "applies only to the codel and adaptive_lifo disciplines"},
+		{AdaptivePolicy{MaxLimit: -3}, "policies[0].max_limit", "must be >= 0 (0: the algorithm's default), got -3"},
+		{AdaptivePolicy{MinLimit: -1}, "policies[0].min_limit", "must be >= 0 (0: the algorithm's default), got -1"},
+		{AdaptivePolicy{Limit: 2000}, "policies[0].limit", "must be within [min_limit, max_limit] = [1, 1000], got 2000"},
+		{AdaptivePolicy{Limit: 20000000}, "policies[0].limit", "must be at most 16777215, got 20000000"},
+		{AdaptivePolicy{MinLimit: 20000000}, "policies[0].min_limit", "must be at most 16777215, got 20000000"},
+		{AdaptivePolicy{Algorithm: Gradient2, MaxLimit: 10, Limit: 20}, "policies[0].limit", "must be within [min_limit, max_limit] = [1, 10], got 20"},
+		{AdaptivePolicy{Little: adaptive.LittleConfig{InitialLimit: 2000}}, "policies[0].little.initiallimit", "must be within [minlimit, maxlimit] = [1, 1000], got 2000"},
+		{AdaptivePolicy{QueueConfig: QueueConfig{Queue: 20000000}}, "policies[0].queue", "must be 0 (no queue) to 16777215, got 20000000"},
+		{ConcurrencyPolicy{Limit: 20000000}, "policies[0].limit", "must be 1 to 16777215, got 20000000"},
+	} {
+		s := validScenario()
+		s.Policies[0] = tc.p
+		var fe *FieldError
+		if err := s.Validate(); !errors.As(err, &fe) || fe.Field != tc.field || fe.Problem != tc.msg {
+			t.Errorf("%+v: %v, want %s: %s", tc.p, err, tc.field, tc.msg)
+		}
+	}
+	s := validScenario()
+	s.Origin.Service = Dist{Kind: Constant, Mean: 100 * time.Millisecond, TailFraction: 0.5}
+	var fe *FieldError
+	if err := s.Validate(); !errors.As(err, &fe) || fe.Field != "origin.service.tail_fraction" {
+		t.Errorf("tail_fraction on a constant service: %v, want origin.service.tail_fraction", err)
 	}
 }
