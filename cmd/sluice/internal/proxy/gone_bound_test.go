@@ -25,13 +25,16 @@ func (zeros) Read(b []byte) (int, error) { clear(b); return len(b), nil }
 // window at 0): the transport's ResponseHeaderTimeout never starts, and
 // net/http does not see the client leave before the body is read, so only
 // the route's timeout from forwarding ends the request and gives its
-// permit back.
+// permit back. A route without a policy ("none") is bounded the same way:
+// it was a 502 after the upstream's own timeout, or never.
 func TestStalledUploadBounded(t *testing.T) {
-	for _, gone := range []string{ClientGoneWait, ClientGoneCancel} {
+	for _, gone := range []string{ClientGoneWait, ClientGoneCancel, "none"} {
 		t.Run(gone, func(t *testing.T) { stalledUpload(t, gone) })
 	}
 }
 
+// stalledUpload runs TestStalledUploadBounded with on_client_gone: gone,
+// or on a route without a policy for "none".
 func stalledUpload(t *testing.T, gone string) {
 	ln := listen(t)
 	accepted := make(chan net.Conn, 1)
@@ -41,13 +44,19 @@ func stalledUpload(t *testing.T, gone string) {
 		}
 	}()
 	t.Cleanup(func() { ln.Close() })
-	p := start(t, strings.ReplaceAll(`
+	config := strings.ReplaceAll(`
 routes:
   - {name: api, upstream: UPSTREAM, policy: a, timeout: 300ms, on_client_gone: GONE}
 policies:
   - {name: a, concurrency: {limit: 10}}
-`, "GONE", gone), "http://"+ln.Addr().String())
-	pol := p.s.cur.Load().policies["a"]
+`, "GONE", gone)
+	if gone == "none" {
+		config = `
+routes:
+  - {name: api, upstream: UPSTREAM, timeout: 300ms}
+`
+	}
+	p := start(t, config, "http://"+ln.Addr().String())
 
 	const size = 1 << 30 // far more than the sockets' buffers
 	req, _ := http.NewRequest("POST", p.url+"/", io.LimitReader(zeros{}, size))
@@ -68,6 +77,21 @@ policies:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request did not reach the upstream")
 	}
+	if gone == "none" {
+		select {
+		case code := <-done:
+			if code != 0 && code != http.StatusGatewayTimeout {
+				t.Errorf("status %d, want 504 (or the connection closed)", code)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer 10 s after a 300ms timeout: nothing ended the stalled upload")
+		}
+		if v := answered(t, p, "api", "504"); v != 1 {
+			t.Errorf("requests_total{code=504} = %v, want 1", v)
+		}
+		return
+	}
+	pol := p.s.cur.Load().policies["a"]
 	if !waitFor(10*time.Second, func() bool { return pol.conc.Stats().InFlight == 0 }) {
 		t.Fatal("the permit was not given back: nothing ended the stalled upload")
 	}
