@@ -141,7 +141,8 @@ type LittleConfig struct {
 //     halves, and goes on halving while the latency falls with it. The
 //     first halving after which it does not fall says the limit before it
 //     let in no queue worth the name: the limit goes back there, so that
-//     learning sheds nothing the service has room for;
+//     learning sheds nothing the service has room for. At MinLimit the
+//     halving ends, and the latency there is noLoad;
 //   - knownAt is a concurrency at which latency is known to be noLoad; it
 //     starts at the first window's, and rises by an eighth when firm
 //     evidence from just above it is within Headroom/2 of noLoad, never

@@ -37,11 +37,20 @@ func (l *Little) checkCut(win stat, inFlight float64) {
 // probe halves the limit: the first windows were saturated, and their
 // latency may carry a queue the initial limit let in. While the latency
 // falls with the limit it was a queue, and the halving goes on; once it
-// does not, it is the no-load latency.
+// does not, it is the no-load latency. At MinLimit there is nothing left
+// to halve: the probe ends there, with this latency as noLoad. (It went on
+// "halving" MinLimit to itself, each window a probe, and a limit that
+// probes neither learns nor grows: it stayed at MinLimit for good, even
+// after the service grew forty-fold.)
 func (l *Little) probe(latency float64) {
 	l.noLoad, l.last = latency, latency
+	half := l.bounds.clamp(l.limit / 2)
+	if half >= l.limit {
+		l.probeFrom, l.skip = 0, false
+		return
+	}
 	l.probeFrom, l.skip = l.limit, true
-	l.limit = l.bounds.clamp(l.limit / 2)
+	l.limit = half
 	l.knownAt = min(l.knownAt, l.limit)
 }
 

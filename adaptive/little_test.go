@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"container/heap"
 	"math"
 	"slices"
 	"testing"
@@ -525,5 +526,48 @@ func TestLittleGrowsFromTheBlockAfterTheWorkersReturn(t *testing.T) {
 	feed(noLoad, 0.55, 64)    // they are back
 	if got := l.Limit(); got < 13 {
 		t.Errorf("limit %d after 64 successes at noLoad with requests waiting, want grown from 12 by 1 + Headroom", got)
+	}
+}
+
+// A start-up probe that halves the limit down to MinLimit ends there: the
+// latency at the floor is noLoad, and the limit grows when the service
+// does. It used to go on "halving" MinLimit to itself, every window a
+// probe, and a probing limit neither learns nor grows: on this service (5
+// workers, then 200 from 30 s) it stayed at MinLimit, 10, for the whole
+// three minutes.
+func TestLittleProbeEndsAtMinLimit(t *testing.T) {
+	const base = 10 * time.Millisecond
+	l, err := NewLittle(LittleConfig{MinLimit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := func(now time.Time) int {
+		if now.Sub(epoch) < 30*time.Second {
+			return 5
+		}
+		return 200
+	}
+	var h pendingHeap
+	inFlight, now := 0, epoch
+	fill := func() {
+		for inFlight < l.Limit() {
+			inFlight++
+			lat := time.Duration(float64(base) * max(1, float64(inFlight)/float64(workers(now))))
+			heap.Push(&h, pending{end: now.Add(lat), latency: lat, inFlight: inFlight, outcome: sluice.Success})
+		}
+	}
+	fill()
+	for len(h) > 0 {
+		p := heap.Pop(&h).(pending)
+		if p.end.After(epoch.Add(3 * time.Minute)) {
+			break
+		}
+		now = p.end
+		inFlight--
+		l.Observe(now, Sample{Latency: p.latency, InFlight: p.inFlight, Outcome: sluice.Success})
+		fill()
+	}
+	if l.Limit() < 200 {
+		t.Errorf("limit %d three minutes in, 2.5 after the service grew to 200 workers (probing from %v); want at least 200", l.Limit(), l.probeFrom)
 	}
 }
