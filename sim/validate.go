@@ -132,8 +132,8 @@ func (d *Dist) validate(f string) error {
 	if d.Mean > maxDuration {
 		return bad(f+".mean", "must be at most %v, got %v", maxDuration, d.Mean)
 	}
-	if d.Sigma < 0 || math.IsNaN(d.Sigma) || d.Sigma > 10 {
-		return bad(f+".sigma", "must be in [0, 10] (0: 1), got %v", d.Sigma)
+	if d.Sigma < 0 || math.IsNaN(d.Sigma) || d.Sigma > MaxSigma {
+		return bad(f+".sigma", "must be in [0, %v] (0: 1), got %v", MaxSigma, d.Sigma)
 	}
 	if d.Sigma != 0 && d.Kind != Lognormal {
 		return bad(f+".sigma", "applies only to lognormal")

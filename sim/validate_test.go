@@ -42,6 +42,10 @@ func TestValidate(t *testing.T) {
 		{"origin.service.kind", func(s *Scenario) { s.Origin.Service.Kind = "pareto" }},
 		{"origin.service.mean", func(s *Scenario) { s.Origin.Service.Mean = 0 }},
 		{"origin.service.sigma", func(s *Scenario) { s.Origin.Service.Sigma = 1 }},
+		// Accepted up to 10 once: past MaxSigma a run cannot see the mean.
+		{"origin.service.sigma", func(s *Scenario) {
+			s.Origin.Service = Dist{Kind: Lognormal, Mean: ms, Sigma: MaxSigma + 0.5}
+		}},
 		{"origin.service.tail", func(s *Scenario) { s.Origin.Service.Kind = Bimodal }},
 		{"origin.service.tail_fraction", func(s *Scenario) {
 			s.Origin.Service = Dist{Kind: Bimodal, Mean: ms, Tail: 10 * ms, TailFraction: 2}

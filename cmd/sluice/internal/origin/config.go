@@ -121,8 +121,8 @@ func checkDist(f string, d sim.Dist) error {
 	switch {
 	case d.Mean <= 0 || d.Mean > 24*time.Hour:
 		return bad("mean", d.Mean, "must be in (0, 24h]")
-	case d.Sigma < 0 || d.Sigma > 10 || math.IsNaN(d.Sigma):
-		return bad("sigma", d.Sigma, "must be in [0, 10] (0: 1)")
+	case d.Sigma < 0 || d.Sigma > sim.MaxSigma || math.IsNaN(d.Sigma):
+		return bad("sigma", d.Sigma, fmt.Sprintf("must be in [0, %v] (0: 1)", sim.MaxSigma))
 	case d.Sigma != 0 && d.Kind != sim.Lognormal:
 		return bad("sigma", d.Sigma, "applies only to lognormal")
 	case d.Kind == sim.Bimodal && (d.Tail <= 0 || d.Tail > 24*time.Hour):

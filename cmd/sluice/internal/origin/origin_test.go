@@ -253,6 +253,7 @@ func TestConfigErrors(t *testing.T) {
 		{"origin.service.kind", func(c *Config) { c.Service.Kind = "gamma" }},
 		{"origin.service.mean", func(c *Config) { c.Service.Mean = 0 }},
 		{"origin.service.sigma", func(c *Config) { c.Service.Sigma = 2 }},
+		{"origin.service.sigma", func(c *Config) { c.Service = sim.Dist{Kind: sim.Lognormal, Mean: time.Second, Sigma: 3} }},
 		{"origin.service.tail", func(c *Config) { c.Service.Tail = time.Second }},
 		{"origin.service.tail_fraction", func(c *Config) { c.Service.TailFraction = 0.5 }},
 		{"origin.service.tail_fraction", func(c *Config) { c.Service.TailFraction = math.NaN() }},
