@@ -157,9 +157,13 @@ func TestAdminMetricsHealth(t *testing.T) {
 	if r.Header.Get("Content-Type") != "application/yaml" || !strings.Contains(body, "discipline: codel") {
 		t.Errorf("GET /config:\n%s", body)
 	}
-	// The effective config is itself a valid config.
-	if _, err := ParseConfig("effective.yaml", []byte(body)); err != nil {
+	// The effective config is itself a valid config, the policy without a
+	// concurrency limit included: its absent sections are left out, not
+	// written "concurrency: null", which a file reads as present.
+	if cfg, err := ParseConfig("effective.yaml", []byte(body)); err != nil {
 		t.Errorf("GET /config does not parse back: %v", err)
+	} else if err := Check(cfg); err != nil {
+		t.Errorf("GET /config does not build: %v\n%s", err, body)
 	}
 }
 

@@ -93,9 +93,9 @@ type Policy struct {
 	Key               string          `yaml:"key" json:"key"`
 	Store             string          `yaml:"store" json:"store"`
 	MaxKeys           int             `yaml:"max_keys" json:"max_keys"`
-	Rate              *RateSpec       `yaml:"rate" json:"rate,omitempty"`
-	Concurrency       *ConcSpec       `yaml:"concurrency" json:"concurrency,omitempty"`
-	PerKeyConcurrency *PerKeyConcSpec `yaml:"per_key_concurrency" json:"per_key_concurrency,omitempty"`
+	Rate              *RateSpec       `yaml:"rate,omitempty" json:"rate,omitempty"`
+	Concurrency       *ConcSpec       `yaml:"concurrency,omitempty" json:"concurrency,omitempty"`
+	PerKeyConcurrency *PerKeyConcSpec `yaml:"per_key_concurrency,omitempty" json:"per_key_concurrency,omitempty"`
 	DryRun            bool            `yaml:"dry_run" json:"dry_run"`
 	MaxWait           time.Duration   `yaml:"max_wait" json:"max_wait"`
 	MaxWaiting        int             `yaml:"max_waiting" json:"max_waiting"`
@@ -122,7 +122,7 @@ type ConcSpec struct {
 	// (concurrency.Config.MaxWaitServices); 0: none.
 	MaxWaitServices float64                `yaml:"max_wait_services" json:"max_wait_services"`
 	Discipline      concurrency.Discipline `yaml:"discipline" json:"discipline"`
-	Adaptive        *AdaptiveSpec          `yaml:"adaptive" json:"adaptive,omitempty"`
+	Adaptive        *AdaptiveSpec          `yaml:"adaptive,omitempty" json:"adaptive,omitempty"`
 }
 
 // AdaptiveSpec makes a concurrency limit find itself.
