@@ -45,7 +45,9 @@
 //
 //	Rate 0             no refill: Burst tokens in total, then nothing.
 //	Rate Inf (or +Inf) everything is admitted; Burst is ignored.
-//	Burst 0            nothing is admitted (unless Rate is Inf).
+//	Burst 0            refused by NewBucket at a finite rate above 0;
+//	                   SetBurst(0) closes a live bucket: nothing is
+//	                   admitted (unless Rate is Inf).
 //	n > Burst          never admitted: rejected at once with
 //	                   sluice.ReasonTooLarge, even by Wait.
 //	n <= 0             admitted at once, takes nothing.
