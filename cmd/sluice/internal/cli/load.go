@@ -156,7 +156,7 @@ func runLoad(e env, fs *flag.FlagSet, args []string) int {
 		fmt.Fprintln(e.stderr, "sluice load: interrupted before the first send")
 		return ExitFail
 	case res == nil && err != nil:
-		if ferr := fromFile(sf, set, err); ferr != nil {
+		if ferr := inFile(sf, set, err, fileFields); ferr != nil {
 			return badScenario(e, "load", ferr)
 		}
 		if name, problem, ok := asFlag(err, sf == nil && !set["duration"], set["ramp-to"]); ok {
@@ -234,24 +234,12 @@ func (h *headerFlag) Set(v string) error {
 }
 
 // fileFields are the load settings a scenario file gives, with the flags
-// that override each (none: nothing does). A step's or a burst's field
-// goes by its section's name (see fileField).
+// that override each (none: nothing does); a step's or a burst's field
+// goes by its section (see inFile).
 var fileFields = map[string][]string{
 	"duration": {"duration"}, "warmup": {"warmup"}, "load.rate": {"rate"}, "load.arrivals": {"arrivals"},
 	"load.timeout": {"timeout"}, "load.client_workers": {"max-outstanding"}, "load.retries": nil,
 	"load.steps": {"step", "ramp-to"}, "load.ramp": {"step", "ramp-to"}, "load.bursts": {"burst"},
-}
-
-// fileField is the fileFields key of a config error's field:
-// load.steps[2].rate is one of load.steps, load.bursts.size of load.bursts.
-func fileField(field string) string {
-	switch {
-	case strings.HasPrefix(field, "load.steps["):
-		return "load.steps"
-	case strings.HasPrefix(field, "load.bursts."):
-		return "load.bursts"
-	}
-	return field
 }
 
 // flagFields are the flags (and the URL argument) that set load settings,
@@ -266,7 +254,7 @@ var flagFields = map[string]string{
 }
 
 // asFlag names the flag behind a config error that no scenario file
-// placed (see fromFile): the user typed -rate, not load.rate. A duration
+// placed (see inFile): the user typed -rate, not load.rate. A duration
 // that nothing gave is missing, not out of range. rampTo says the steps
 // are -ramp-to's one, not -step's.
 func asFlag(err error, noDuration, rampTo bool) (name, problem string, ok bool) {
@@ -290,9 +278,12 @@ func asFlag(err error, noDuration, rampTo bool) (name, problem string, ok bool) 
 	return name, problem, true
 }
 
-// fromFile places a config error at its line in the scenario file f when
-// the field came from the file (no flag set it), or returns nil.
-func fromFile(f *scenario.File, set map[string]bool, err error) error {
+// inFile places a config error at its line in the scenario file f when
+// the field came from the file, or returns nil. fields are the settings a
+// file gives, with the flags that override each: a field goes by its
+// nearest listed section (load.steps[2].rate by load.steps), and when one
+// of its flags was set the value was the flag's, not the file's.
+func inFile(f *scenario.File, set map[string]bool, err error, fields map[string][]string) error {
 	if f == nil {
 		return nil
 	}
@@ -300,9 +291,15 @@ func fromFile(f *scenario.File, set map[string]bool, err error) error {
 	if !ok {
 		return nil
 	}
-	flags, ok := fileFields[fileField(field)]
-	if !ok {
-		return nil
+	key := field
+	flags, ok := fields[key]
+	for !ok {
+		i := strings.LastIndexAny(key, ".[")
+		if i <= 0 {
+			return nil
+		}
+		key = key[:i]
+		flags, ok = fields[key]
 	}
 	for _, name := range flags {
 		if set[name] {

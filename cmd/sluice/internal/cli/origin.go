@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/lab"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/origin"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/scenario"
 	"github.com/sluicehq/sluice/sim"
@@ -110,7 +109,7 @@ func runOrigin(e env, fs *flag.FlagSet, args []string) int {
 
 	srv, err := origin.New(cfg)
 	if err != nil {
-		if ferr := originFromFile(sf, set, err); ferr != nil {
+		if ferr := inFile(sf, set, err, originFileFields); ferr != nil {
 			return badScenario(e, "origin", ferr)
 		}
 		return configError(fs, err)
@@ -184,34 +183,13 @@ func listen(addr string) (net.Listener, error) {
 }
 
 // originFileFields are the origin settings a scenario file gives, with
-// the flag that overrides each; a change's fields go by origin.changes.
-var originFileFields = map[string]string{
-	"origin.workers": "workers", "origin.queue": "queue", "origin.timeout": "timeout",
-	"origin.service.kind": "dist", "origin.service.mean": "work", "origin.service.sigma": "sigma",
-	"origin.service.tail": "tail", "origin.service.tail_fraction": "tail-fraction",
-	"origin.changes": "change",
-}
-
-// originFromFile places a config error at its line in the scenario file f
-// when the field came from the file (no flag set it), as sluice lab and
-// sluice load do, or returns nil.
-func originFromFile(f *scenario.File, set map[string]bool, err error) error {
-	if f == nil {
-		return nil
-	}
-	field, problem, ok := lab.ConfigProblem(err)
-	if !ok {
-		return nil
-	}
-	key := field
-	if strings.HasPrefix(field, "origin.changes[") {
-		key = "origin.changes"
-	}
-	flagName, ok := originFileFields[key]
-	if !ok || set[flagName] {
-		return nil
-	}
-	return f.ErrorAt(field, problem, err)
+// the flag that overrides each (see inFile); a change's fields go by
+// origin.changes.
+var originFileFields = map[string][]string{
+	"origin.workers": {"workers"}, "origin.queue": {"queue"}, "origin.timeout": {"timeout"},
+	"origin.service.kind": {"dist"}, "origin.service.mean": {"work"}, "origin.service.sigma": {"sigma"},
+	"origin.service.tail": {"tail"}, "origin.service.tail_fraction": {"tail-fraction"},
+	"origin.changes": {"change"},
 }
 
 // configError reports a bad configuration (a *sluice.ConfigError names the
